@@ -1,0 +1,391 @@
+//! One idempotent call: claim, run, complete or release, replay.
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Serialize, de::DeserializeOwned};
+use tokio::time::Instant;
+
+use crate::key::{self, KeyPart};
+use crate::record::{self, Outcome};
+use crate::{
+    Claim, ClaimOutcome, Error, ErrorPolicy, Fence, Fingerprint, Idempotency, RecordKey,
+    ReleaseErrors, Store, Token,
+};
+
+/// How long a completed result is replayed, unless set: 24 hours.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long an in-progress claim is held before another caller may take
+/// over, unless set: 30 seconds.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(5);
+const MAX_BACKOFF: Duration = Duration::from_millis(250);
+
+/// A call being set up: made by [`Idempotency::call`], run by
+/// [`Call::run`]. `#[idempotent]` expands to this.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::time::Duration;
+/// # let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
+/// let payload = ("alice", 1200u32);
+/// let out: Result<String, idem_core::Error> = idem
+///     .call("payments", "order-1")
+///     .ttl(Duration::from_secs(3600))
+///     .lease(Duration::from_secs(10))
+///     .wait(Duration::ZERO)
+///     .fingerprint(&payload)
+///     .run(|| async { Ok(format!("charged {}", payload.1)) })
+///     .await;
+/// assert_eq!(out.unwrap(), "charged 1200");
+/// # }
+/// ```
+#[must_use = "a call does nothing until `.run(…)` is awaited"]
+pub struct Call<P = ReleaseErrors> {
+    idem: Idempotency,
+    key: RecordKey,
+    scope: String,
+    ttl: Duration,
+    lease: Duration,
+    wait: Duration,
+    fingerprint: Fingerprint,
+    policy: P,
+    refused: Option<Error>,
+}
+
+/// A call's result and whether it was replayed from the store.
+#[derive(Debug)]
+pub struct Reported<R> {
+    /// The function's result: its own, or the stored one.
+    pub result: R,
+    /// `true` when the result came from the store and the body did not run.
+    pub replayed: bool,
+}
+
+impl Call {
+    pub(crate) fn new<S: KeyPart + ?Sized, K: KeyPart + ?Sized>(
+        idem: Idempotency,
+        scope: &S,
+        key: &K,
+    ) -> Self {
+        let (record_key, filled) = RecordKey::checked(scope, key);
+        let refused = (!filled).then(|| Error::InvalidKey("the key is empty".into()));
+        Call {
+            idem,
+            key: record_key,
+            scope: key::describe(scope),
+            ttl: DEFAULT_TTL,
+            lease: DEFAULT_LEASE,
+            wait: Duration::ZERO,
+            fingerprint: Fingerprint::NONE,
+            policy: ReleaseErrors,
+            refused,
+        }
+    }
+}
+
+impl<P> Call<P> {
+    /// How long a completed result is replayed.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How long our claim is held before another caller may take over; it
+    /// is renewed in the background while the body runs.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How long to wait for another caller's in-flight result before
+    /// answering `Error::InProgress`.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// What must match when the key is reused: a different payload is
+    /// `Error::FingerprintMismatch`. Without it, any payload matches.
+    pub fn fingerprint<T: Serialize + ?Sized>(mut self, payload: &T) -> Self {
+        match Fingerprint::of(payload) {
+            Ok(fingerprint) => self.fingerprint = fingerprint,
+            Err(err) => self.refused = Some(Error::Codec(err.into())),
+        }
+        self
+    }
+
+    /// Sets an already computed fingerprint ([`Fingerprint::NONE`] matches
+    /// every payload).
+    pub fn fingerprint_digest(mut self, fingerprint: Fingerprint) -> Self {
+        self.fingerprint = fingerprint;
+        self
+    }
+
+    /// What happens to an `Err`: [`ReleaseErrors`] (default),
+    /// [`replay_errors`](crate::replay_errors) or
+    /// [`store_errors_if`](crate::store_errors_if).
+    pub fn errors<Q>(self, policy: Q) -> Call<Q> {
+        Call {
+            idem: self.idem,
+            key: self.key,
+            scope: self.scope,
+            ttl: self.ttl,
+            lease: self.lease,
+            wait: self.wait,
+            fingerprint: self.fingerprint,
+            policy,
+            refused: self.refused,
+        }
+    }
+
+    /// The hashed key of this call.
+    pub fn record_key(&self) -> RecordKey {
+        self.key
+    }
+
+    /// Runs `body` if this call wins the claim; otherwise replays the
+    /// stored result or reports why not.
+    pub async fn run<T, E, F, Fut>(self, body: F) -> Result<T, E>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run_reported(body).await.result
+    }
+
+    /// As [`run`](Call::run), and also tells whether the result was
+    /// replayed (for HTTP's `Idempotent-Replayed` header).
+    pub async fn run_reported<T, E, F, Fut>(self, body: F) -> Reported<Result<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let fresh = |result| Reported {
+            result,
+            replayed: false,
+        };
+        if let Some(err) = self.refused {
+            return fresh(Err(err.into()));
+        }
+        let store = &self.idem.inner.store;
+        let token = Token::random();
+        let claim = Claim {
+            token,
+            fingerprint: self.fingerprint,
+            lease: self.lease,
+        };
+        let started = Instant::now();
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            match store.claim(&self.key, &claim).await {
+                Err(err) => {
+                    tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");
+                    return fresh(Err(Error::Store(err).into()));
+                }
+                Ok(ClaimOutcome::Won { took_over }) => {
+                    tracing::debug!(scope = %self.scope, key = %self.key.short(), took_over, "idem: claimed");
+                    break;
+                }
+                Ok(ClaimOutcome::Completed {
+                    fingerprint,
+                    record,
+                }) => {
+                    if !self.fingerprint.matches(&fingerprint) {
+                        return fresh(Err(self.mismatch().into()));
+                    }
+                    tracing::debug!(scope = %self.scope, key = %self.key.short(), "idem: replayed");
+                    return Reported {
+                        result: self.replay(&record),
+                        replayed: true,
+                    };
+                }
+                Ok(ClaimOutcome::InProgress {
+                    fingerprint,
+                    retry_after,
+                }) => {
+                    if !self.fingerprint.matches(&fingerprint) {
+                        return fresh(Err(self.mismatch().into()));
+                    }
+                    let waited = started.elapsed();
+                    if waited >= self.wait {
+                        tracing::debug!(scope = %self.scope, key = %self.key.short(), ?retry_after, "idem: in progress elsewhere");
+                        return fresh(Err(Error::InProgress {
+                            scope: self.scope,
+                            key: self.key.short(),
+                            retry_after,
+                        }
+                        .into()));
+                    }
+                    tokio::time::sleep(backoff.min(self.wait - waited)).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+
+        let mut guard = ClaimGuard {
+            store: Arc::clone(store),
+            key: self.key,
+            token,
+            armed: true,
+        };
+        let body = crate::context::scoped(self.key, body());
+        let result = renewing(
+            store.as_ref(),
+            &self.key,
+            token,
+            self.lease,
+            &self.scope,
+            body,
+        )
+        .await;
+        let limit = self.idem.inner.max_record_bytes;
+        let record = match &result {
+            Ok(value) => record::encode(Outcome::Ok, value, limit),
+            Err(err) if self.policy.stores(err) => self.policy.encode(err, limit),
+            Err(_) => {
+                guard.release().await;
+                return fresh(result);
+            }
+        };
+        let record = match record {
+            Ok(record) => record,
+            Err(err) => {
+                tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: result not encodable; claim released");
+                guard.release().await;
+                return fresh(Err(Error::Codec(err).into()));
+            }
+        };
+        // From here on the claim is settled by completion or by its lease:
+        // a store failure now must not release it, or a retry would run the
+        // body a second time at once.
+        guard.armed = false;
+        match store.complete(&self.key, token, &record, self.ttl).await {
+            Ok(Fence::Held) => fresh(result),
+            Ok(Fence::Lost) => {
+                tracing::warn!(scope = %self.scope, key = %self.key.short(), "idem: lease lost; result not stored");
+                fresh(Err(Error::LeaseLost {
+                    scope: self.scope,
+                    key: self.key.short(),
+                }
+                .into()))
+            }
+            Err(err) => {
+                tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: completion failed; the claim stays until its lease ends");
+                fresh(Err(Error::Store(err).into()))
+            }
+        }
+    }
+
+    fn mismatch(&self) -> Error {
+        tracing::debug!(scope = %self.scope, key = %self.key.short(), "idem: fingerprint mismatch");
+        Error::FingerprintMismatch {
+            scope: self.scope.clone(),
+            key: self.key.short(),
+        }
+    }
+
+    fn replay<T, E>(&self, record: &[u8]) -> Result<T, E>
+    where
+        T: DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+    {
+        let decoded = record::parse(record).and_then(|parsed| match parsed.outcome {
+            Outcome::Ok => parsed.decode().map(Ok),
+            Outcome::Err => self.policy.decode(record).map(Err),
+        });
+        match decoded {
+            Ok(result) => result,
+            Err(err) => {
+                tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: stored record not decodable");
+                Err(Error::Codec(err).into())
+            }
+        }
+    }
+}
+
+/// Runs `body` while renewing the lease every third of its length, in the
+/// same task: no spawn, so the body may borrow.
+async fn renewing<F: Future>(
+    store: &dyn Store,
+    key: &RecordKey,
+    token: Token,
+    lease: Duration,
+    scope: &str,
+    body: F,
+) -> F::Output {
+    let every = (lease / 3).max(Duration::from_millis(1));
+    let mut body = pin!(body);
+    let renewal = pin!(async {
+        loop {
+            tokio::time::sleep(every).await;
+            match store.renew(key, token, lease).await {
+                Ok(Fence::Held) => {}
+                Ok(Fence::Lost) => {
+                    tracing::warn!(scope, key = %key.short(), "idem: lease lost while the body runs");
+                    return;
+                }
+                Err(err) => {
+                    tracing::warn!(scope, key = %key.short(), error = %err, "idem: lease renewal failed; retrying");
+                }
+            }
+        }
+    });
+    tokio::select! {
+        biased;
+        out = &mut body => out,
+        () = renewal => body.await,
+    }
+}
+
+/// Releases the claim if the call ends without settling it: the body
+/// returned a released `Err`, panicked, or the call's future was dropped.
+struct ClaimGuard {
+    store: Arc<dyn Store>,
+    key: RecordKey,
+    token: Token,
+    armed: bool,
+}
+
+impl ClaimGuard {
+    async fn release(&mut self) {
+        self.armed = false;
+        release(self.store.as_ref(), &self.key, self.token).await;
+    }
+}
+
+async fn release(store: &dyn Store, key: &RecordKey, token: Token) {
+    match store.release(key, token).await {
+        Ok(Fence::Held) => tracing::debug!(key = %key.short(), "idem: released"),
+        Ok(Fence::Lost) => {
+            tracing::debug!(key = %key.short(), "idem: nothing to release; lease lost")
+        }
+        Err(err) => {
+            tracing::warn!(key = %key.short(), error = %err, "idem: release failed; the claim ends with its lease")
+        }
+    }
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Drop cannot await: hand the release to the runtime if there is
+        // one. Without a runtime the claim simply ends with its lease.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let store = Arc::clone(&self.store);
+            let (key, token) = (self.key, self.token);
+            runtime.spawn(async move { release(store.as_ref(), &key, token).await });
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The errors of idem.
+
+use std::time::Duration;
+
+use crate::ShortKey;
+
+/// Why an idempotent call did not produce its own or a replayed value.
+///
+/// Every variant says which scope it concerns; keys appear only as a short
+/// hash, never raw. [`Error::status`] gives the HTTP status of SPEC §5.
+///
+/// ```
+/// use idem_core::Error;
+///
+/// let err = Error::NotConfigured;
+/// assert_eq!(err.status(), 500);
+/// assert!(err.to_string().contains("install"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another caller holds the key and `wait` ran out or is zero.
+    #[error(
+        "key {key} in scope `{scope}` is being processed by another call; retry after {retry_after:?}"
+    )]
+    InProgress {
+        /// The scope of the key.
+        scope: String,
+        /// A short hash of the key.
+        key: ShortKey,
+        /// How long the holder's lease still runs, as the store judged it.
+        retry_after: Duration,
+    },
+    /// The key was used before with a different payload.
+    #[error("key {key} in scope `{scope}` was already used with a different payload")]
+    FingerprintMismatch {
+        /// The scope of the key.
+        scope: String,
+        /// A short hash of the key.
+        key: ShortKey,
+    },
+    /// Our claim expired and another caller took over; our result was not
+    /// stored.
+    #[error(
+        "the claim on key {key} in scope `{scope}` expired and was taken over; the result was not stored"
+    )]
+    LeaseLost {
+        /// The scope of the key.
+        scope: String,
+        /// A short hash of the key.
+        key: ShortKey,
+    },
+    /// The store failed or could not be reached.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A value could not be encoded, or a stored one decoded.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// The key itself is not acceptable (for instance empty).
+    #[error("invalid idempotency key: {0}")]
+    InvalidKey(String),
+    /// No `store =` was given and no handle was installed.
+    #[error(
+        "no idempotency store configured: pass `store = …` or call `idem::install(…)` at startup"
+    )]
+    NotConfigured,
+}
+
+impl Error {
+    /// The HTTP status that best answers this error (SPEC §5).
+    pub fn status(&self) -> u16 {
+        match self {
+            Error::InProgress { .. } | Error::LeaseLost { .. } => 409,
+            Error::FingerprintMismatch { .. } => 422,
+            Error::InvalidKey(_) => 400,
+            Error::Store(_) => 503,
+            Error::Codec(_) | Error::NotConfigured => 500,
+        }
+    }
+}
+
+/// A store's failure: unreachable, timed out, refused, or a record it could
+/// not read.
+///
+/// ```
+/// use idem_core::StoreError;
+///
+/// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+/// let err = StoreError::new("redis", io);
+/// assert_eq!(err.to_string(), "redis store failed: refused");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("{backend} store failed: {source}")]
+pub struct StoreError {
+    backend: &'static str,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl StoreError {
+    /// Wraps a backend's own error.
+    pub fn new(
+        backend: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            backend,
+            source: source.into(),
+        }
+    }
+
+    /// Which backend failed (`"memory"`, `"redis"`, …).
+    pub fn backend(&self) -> &'static str {
+        self.backend
+    }
+}
+
+/// A value could not be encoded, or a stored record could not be decoded
+/// as the function's return type.
+///
+/// ```
+/// use idem_core::CodecError;
+///
+/// let err = CodecError::TypeChanged { stored: "app::ReceiptV1".into(), expected: "app::Receipt" };
+/// assert!(err.to_string().contains("app::ReceiptV1"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CodecError {
+    /// The record was stored for another type (the return type changed
+    /// between deploys).
+    #[error("the stored record holds a `{stored}`, but this function returns `{expected}`")]
+    TypeChanged {
+        /// The type name in the record.
+        stored: String,
+        /// The type name this call expects.
+        expected: &'static str,
+    },
+    /// The record's format version is unknown to this build.
+    #[error("the stored record has format version {0}, which this build of idem cannot read")]
+    Format(u8),
+    /// The record was cut short or is otherwise malformed.
+    #[error("the stored record is corrupt: {0}")]
+    Corrupt(&'static str),
+    /// The record holds an `Err`, but this function releases errors instead
+    /// of storing them (its `errors` policy changed between deploys).
+    #[error("the stored record holds an error of `{0}`, but this function does not replay errors")]
+    ErrorNotReplayable(String),
+    /// The encoded value is larger than the handle allows.
+    #[error("the encoded value is {size} bytes, more than the limit of {limit} bytes")]
+    TooLarge {
+        /// The encoded size.
+        size: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// serde_json failed to encode or decode the value.
+    #[error("cannot {action} `{type_name}`: {source}")]
+    Json {
+        /// `"encode"` or `"decode"`.
+        action: &'static str,
+        /// The type involved.
+        type_name: &'static str,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The payload's `Serialize` failed while it was fingerprinted.
+    #[error(transparent)]
+    Fingerprint(#[from] crate::FingerprintError),
+}

@@ -1,0 +1,123 @@
+//! The `Idempotency` handle and the process-wide default.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+
+use crate::{Call, Error, KeyPart, Store};
+
+/// A cheap, cloneable handle over a [`Store`]: where calls start.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # use idem_core::{Idempotency, Store};
+/// # let store = idem_store::MemoryStore::new();
+/// let idem = Idempotency::new(store);
+/// let first: Result<u32, idem_core::Error> =
+///     idem.call("demo", "key-1").run(|| async { Ok(7) }).await;
+/// let again: Result<u32, idem_core::Error> =
+///     idem.call("demo", "key-1").run(|| async { Ok(8) }).await;
+/// assert_eq!((first.unwrap(), again.unwrap()), (7, 7));
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Idempotency {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) max_record_bytes: usize,
+}
+
+/// The default limit on an encoded record: 1 MiB.
+pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
+
+impl Idempotency {
+    /// A handle over `store` with default settings.
+    pub fn new(store: impl Store) -> Self {
+        Self::builder(store).build()
+    }
+
+    /// A builder for a handle with non-default settings.
+    ///
+    /// ```
+    /// # let store = idem_store::MemoryStore::new();
+    /// let idem = idem_core::Idempotency::builder(store).max_record_bytes(64 * 1024).build();
+    /// # let _ = idem;
+    /// ```
+    pub fn builder(store: impl Store) -> IdempotencyBuilder {
+        IdempotencyBuilder {
+            store: Arc::new(store),
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+        }
+    }
+
+    /// The store behind this handle.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// Starts a call: `scope` namespaces `key`; both are hashed at once, so
+    /// the call borrows neither.
+    pub fn call<S: KeyPart + ?Sized, K: KeyPart + ?Sized>(&self, scope: &S, key: &K) -> Call {
+        Call::new(self.clone(), scope, key)
+    }
+}
+
+impl std::fmt::Debug for Idempotency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Idempotency")
+            .field("max_record_bytes", &self.inner.max_record_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Settings of an [`Idempotency`] handle. Made by [`Idempotency::builder`].
+pub struct IdempotencyBuilder {
+    store: Arc<dyn Store>,
+    max_record_bytes: usize,
+}
+
+impl IdempotencyBuilder {
+    /// The largest encoded record accepted; a larger value is
+    /// `Error::Codec(CodecError::TooLarge)` and nothing is stored.
+    pub fn max_record_bytes(mut self, limit: usize) -> Self {
+        self.max_record_bytes = limit;
+        self
+    }
+
+    /// The handle.
+    pub fn build(self) -> Idempotency {
+        Idempotency {
+            inner: Arc::new(Inner {
+                store: self.store,
+                max_record_bytes: self.max_record_bytes,
+            }),
+        }
+    }
+}
+
+static DEFAULT: ArcSwapOption<Idempotency> = ArcSwapOption::const_empty();
+
+/// Sets the handle that `#[idempotent]` functions without `store = …` use.
+/// A later call replaces it; calls already started keep the one they began
+/// with.
+///
+/// ```
+/// # let store = idem_store::MemoryStore::new();
+/// idem_core::install(idem_core::Idempotency::new(store));
+/// assert!(idem_core::installed().is_ok());
+/// ```
+pub fn install(handle: Idempotency) {
+    DEFAULT.store(Some(Arc::new(handle)));
+}
+
+/// The installed handle, or `Error::NotConfigured`.
+pub fn installed() -> Result<Idempotency, Error> {
+    DEFAULT
+        .load()
+        .as_deref()
+        .cloned()
+        .ok_or(Error::NotConfigured)
+}

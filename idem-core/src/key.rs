@@ -1,0 +1,420 @@
+//! Idempotency keys and scopes, hashed into a fixed-length [`RecordKey`].
+
+use std::fmt;
+
+use sha2::{Digest as _, Sha256};
+
+use crate::Fingerprint;
+
+/// A value that can be (part of) an idempotency key or a scope.
+///
+/// Implemented for `str`, `String`, the integer types, `bool`, byte slices,
+/// [`Fingerprint`], `uuid::Uuid` (feature `uuid`), references to these and
+/// tuples of up to eight of them. Each part is written tagged and
+/// length-prefixed, so `("ab", "c")` and `("a", "bc")` are different keys.
+/// Integers are widened first, so `42u32` and `42u64` are the same key.
+///
+/// ```
+/// use idem_core::RecordKey;
+///
+/// let a = RecordKey::new(&("payments", 7u64), &"order-1");
+/// let b = RecordKey::new(&("payments", 7u32), &"order-1");
+/// assert_eq!(a, b);
+/// assert_ne!(a, RecordKey::new(&("payments", 8u64), &"order-1"));
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be used as an idempotency key or scope",
+    label = "this is not a key part",
+    note = "keys and scopes are strings, integers, byte slices, `uuid::Uuid` (feature `uuid`), references to these or tuples of them; convert the value, e.g. with `.to_string()`, or derive the key from the parameters by leaving `key` out"
+)]
+pub trait KeyPart {
+    /// Writes this part into the key hasher.
+    fn write_key(&self, hasher: &mut KeyHasher);
+
+    /// Writes a human-readable form, used for scopes in logs and errors.
+    /// Keys are never displayed; only a short hash of them is.
+    fn describe(&self, out: &mut String);
+}
+
+/// The streaming hasher a [`KeyPart`] writes into.
+///
+/// ```
+/// use idem_core::{KeyHasher, KeyPart};
+///
+/// struct OrderId(u64);
+/// impl KeyPart for OrderId {
+///     fn write_key(&self, hasher: &mut KeyHasher) {
+///         hasher.write_u128(u128::from(self.0));
+///     }
+///     fn describe(&self, out: &mut String) {
+///         out.push_str(&self.0.to_string());
+///     }
+/// }
+/// ```
+pub struct KeyHasher {
+    sha: Sha256,
+    // Whether any part carried a value: an empty key is refused.
+    filled: bool,
+}
+
+const TAG_BYTES: u8 = 1;
+const TAG_UINT: u8 = 2;
+const TAG_INT: u8 = 3;
+const TAG_TUPLE: u8 = 4;
+const TAG_BOOL: u8 = 5;
+
+impl KeyHasher {
+    fn new(domain: &[u8]) -> Self {
+        let mut sha = Sha256::new();
+        sha.update(domain);
+        Self { sha, filled: false }
+    }
+
+    /// Writes a length-prefixed byte string (strings are written as UTF-8).
+    pub fn write_bytes(&mut self, bytes: &[u8]) {
+        self.filled |= !bytes.is_empty();
+        self.sha.update([TAG_BYTES]);
+        self.sha.update((bytes.len() as u64).to_le_bytes());
+        self.sha.update(bytes);
+    }
+
+    /// Writes an unsigned integer, widened so its width does not matter.
+    pub fn write_u128(&mut self, value: u128) {
+        self.filled = true;
+        self.sha.update([TAG_UINT]);
+        self.sha.update(value.to_le_bytes());
+    }
+
+    /// Writes a signed integer, widened so its width does not matter.
+    /// Non-negative values hash as the unsigned integer of the same value.
+    pub fn write_i128(&mut self, value: i128) {
+        match u128::try_from(value) {
+            Ok(unsigned) => self.write_u128(unsigned),
+            Err(_) => {
+                self.filled = true;
+                self.sha.update([TAG_INT]);
+                self.sha.update(value.to_le_bytes());
+            }
+        }
+    }
+
+    /// Writes a boolean.
+    pub fn write_bool(&mut self, value: bool) {
+        self.filled = true;
+        self.sha.update([TAG_BOOL, u8::from(value)]);
+    }
+
+    fn write_tuple_header(&mut self, len: usize) {
+        self.sha.update([TAG_TUPLE, len as u8]);
+    }
+}
+
+/// The hashed, fixed-length identity of one record: scope and key together.
+///
+/// Stores keep only this, so any key bytes are safe and no raw key is
+/// stored.
+///
+/// ```
+/// use idem_core::RecordKey;
+///
+/// let key = RecordKey::new(&"payments", &"order-1");
+/// assert_eq!(key.as_bytes().len(), 32);
+/// assert_eq!(key.to_hex().len(), 64);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordKey([u8; 32]);
+
+impl RecordKey {
+    /// Hashes a scope and a key into a record key.
+    pub fn new<S: KeyPart + ?Sized, K: KeyPart + ?Sized>(scope: &S, key: &K) -> Self {
+        Self::checked(scope, key).0
+    }
+
+    /// The record key, and whether `key` carried any value at all.
+    pub(crate) fn checked<S: KeyPart + ?Sized, K: KeyPart + ?Sized>(
+        scope: &S,
+        key: &K,
+    ) -> (Self, bool) {
+        let mut hasher = KeyHasher::new(b"idem/record-key/v1\0");
+        scope.write_key(&mut hasher);
+        hasher.write_tuple_header(0xFF);
+        hasher.filled = false;
+        key.write_key(&mut hasher);
+        (Self(hasher.sha.finalize().into()), hasher.filled)
+    }
+
+    /// Rebuilds a record key from the 32 bytes a store kept.
+    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The 32 bytes of the key.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// The key as 64 lowercase hex digits.
+    pub fn to_hex(&self) -> String {
+        hex(&self.0)
+    }
+
+    /// The first 8 hex digits: enough to tell keys apart in logs, too few to
+    /// recover anything.
+    pub fn short(&self) -> ShortKey {
+        ShortKey(*self)
+    }
+
+    /// A key derived from this one and a name, for a downstream call.
+    pub(crate) fn child(&self, name: &str) -> String {
+        let mut hasher = KeyHasher::new(b"idem/child-key/v1\0");
+        hasher.write_bytes(&self.0);
+        hasher.write_bytes(name.as_bytes());
+        hex(&hasher.sha.finalize())
+    }
+}
+
+impl fmt::Debug for RecordKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RecordKey({})", self.short())
+    }
+}
+
+/// The short, displayable form of a [`RecordKey`] (8 hex digits).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ShortKey(RecordKey);
+
+impl fmt::Display for ShortKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex(&self.0.0[..4]))
+    }
+}
+
+impl fmt::Debug for ShortKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(DIGITS[usize::from(byte >> 4)] as char);
+        out.push(DIGITS[usize::from(byte & 0xF)] as char);
+    }
+    out
+}
+
+impl KeyPart for str {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        hasher.write_bytes(self.as_bytes());
+    }
+    fn describe(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl KeyPart for String {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        self.as_str().write_key(hasher);
+    }
+    fn describe(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl KeyPart for [u8] {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        hasher.write_bytes(self);
+    }
+    fn describe(&self, out: &mut String) {
+        out.push_str(&hex(self));
+    }
+}
+
+impl<const N: usize> KeyPart for [u8; N] {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        self.as_slice().write_key(hasher);
+    }
+    fn describe(&self, out: &mut String) {
+        self.as_slice().describe(out);
+    }
+}
+
+impl KeyPart for Vec<u8> {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        self.as_slice().write_key(hasher);
+    }
+    fn describe(&self, out: &mut String) {
+        self.as_slice().describe(out);
+    }
+}
+
+impl KeyPart for bool {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        hasher.write_bool(*self);
+    }
+    fn describe(&self, out: &mut String) {
+        out.push_str(if *self { "true" } else { "false" });
+    }
+}
+
+impl KeyPart for Fingerprint {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        hasher.write_bytes(self.as_bytes());
+    }
+    fn describe(&self, out: &mut String) {
+        out.push_str(&hex(&self.as_bytes()[..4]));
+    }
+}
+
+macro_rules! key_part_int {
+    ($write:ident as $wide:ty: $($ty:ty),*) => {$(
+        impl KeyPart for $ty {
+            fn write_key(&self, hasher: &mut KeyHasher) {
+                hasher.$write(<$wide>::from(*self));
+            }
+            fn describe(&self, out: &mut String) {
+                out.push_str(&self.to_string());
+            }
+        }
+    )*};
+}
+
+key_part_int!(write_u128 as u128: u8, u16, u32, u64, u128);
+key_part_int!(write_i128 as i128: i8, i16, i32, i64, i128);
+
+impl KeyPart for usize {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        (*self as u64).write_key(hasher);
+    }
+    fn describe(&self, out: &mut String) {
+        out.push_str(&self.to_string());
+    }
+}
+
+impl KeyPart for isize {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        (*self as i64).write_key(hasher);
+    }
+    fn describe(&self, out: &mut String) {
+        out.push_str(&self.to_string());
+    }
+}
+
+#[cfg(feature = "uuid")]
+impl KeyPart for uuid::Uuid {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        hasher.write_bytes(self.as_bytes());
+    }
+    fn describe(&self, out: &mut String) {
+        out.push_str(&self.to_string());
+    }
+}
+
+impl<T: KeyPart + ?Sized> KeyPart for &T {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        (**self).write_key(hasher);
+    }
+    fn describe(&self, out: &mut String) {
+        (**self).describe(out);
+    }
+}
+
+impl<T: KeyPart + ?Sized> KeyPart for Box<T> {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        (**self).write_key(hasher);
+    }
+    fn describe(&self, out: &mut String) {
+        (**self).describe(out);
+    }
+}
+
+impl<T: KeyPart + ?Sized> KeyPart for std::sync::Arc<T> {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        (**self).write_key(hasher);
+    }
+    fn describe(&self, out: &mut String) {
+        (**self).describe(out);
+    }
+}
+
+macro_rules! key_part_tuple {
+    ($len:expr => $($name:ident)+) => {
+        impl<$($name: KeyPart),+> KeyPart for ($($name,)+) {
+            #[allow(non_snake_case)]
+            fn write_key(&self, hasher: &mut KeyHasher) {
+                let ($($name,)+) = self;
+                hasher.write_tuple_header($len);
+                $($name.write_key(hasher);)+
+            }
+            #[allow(non_snake_case)]
+            fn describe(&self, out: &mut String) {
+                let ($($name,)+) = self;
+                let mut first = true;
+                $(
+                    if !std::mem::take(&mut first) {
+                        out.push('/');
+                    }
+                    $name.describe(out);
+                )+
+                let _ = first;
+            }
+        }
+    };
+}
+
+key_part_tuple!(1 => A);
+key_part_tuple!(2 => A B);
+key_part_tuple!(3 => A B C);
+key_part_tuple!(4 => A B C D);
+key_part_tuple!(5 => A B C D E);
+key_part_tuple!(6 => A B C D E F);
+key_part_tuple!(7 => A B C D E F G);
+key_part_tuple!(8 => A B C D E F G H);
+
+/// The human-readable form of a scope, for logs and errors.
+pub(crate) fn describe<S: KeyPart + ?Sized>(scope: &S) -> String {
+    let mut out = String::new();
+    scope.describe(&mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_length_prefixed() {
+        assert_ne!(
+            RecordKey::new(&"s", &("ab", "c")),
+            RecordKey::new(&"s", &("a", "bc"))
+        );
+    }
+
+    #[test]
+    fn scope_and_key_do_not_run_together() {
+        assert_ne!(RecordKey::new(&"ab", &"c"), RecordKey::new(&"a", &"bc"));
+        assert_ne!(RecordKey::new(&"a", &"b"), RecordKey::new(&"b", &"a"));
+    }
+
+    #[test]
+    fn integer_width_does_not_matter_but_sign_does() {
+        assert_eq!(RecordKey::new(&"s", &7u8), RecordKey::new(&"s", &7i64));
+        assert_ne!(RecordKey::new(&"s", &-7i64), RecordKey::new(&"s", &7u64));
+        assert_ne!(RecordKey::new(&"s", &7u64), RecordKey::new(&"s", &"7"));
+    }
+
+    #[test]
+    fn empty_keys_are_detected() {
+        assert!(!RecordKey::checked(&"s", &"").1);
+        assert!(!RecordKey::checked(&"s", &("", "")).1);
+        assert!(RecordKey::checked(&"", &0u8).1);
+        assert!(RecordKey::checked(&"s", &("", "x")).1);
+    }
+
+    #[test]
+    fn scope_description_joins_tuple_parts() {
+        assert_eq!(describe(&("payments", 42u64)), "payments/42");
+    }
+}

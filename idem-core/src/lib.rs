@@ -1,0 +1,43 @@
+//! The backend-agnostic protocol of [idem](https://docs.rs/idem): keys,
+//! fingerprints, records, the [`Store`] trait, the call runtime that
+//! `#[idempotent]` expands to, and the errors.
+//!
+//! Users depend on the `idem` crate, which re-exports everything here.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
+//! let charge = || async { Ok::<_, idem_core::Error>(format!("receipt-{}", 1)) };
+//! let first = idem.call("payments", "order-1").run(charge).await.unwrap();
+//! let again = idem.call("payments", "order-1").run(|| async { unreachable!() }).await.unwrap();
+//! assert_eq!(first, again);
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod call;
+mod context;
+mod error;
+mod fingerprint;
+mod handle;
+mod key;
+mod policy;
+mod record;
+mod store;
+
+pub use async_trait::async_trait;
+pub use call::{Call, DEFAULT_LEASE, DEFAULT_TTL, Reported};
+pub use context::child_key;
+pub use error::{CodecError, Error, StoreError};
+pub use fingerprint::{Digester, Fingerprint, FingerprintError};
+pub use handle::{DEFAULT_MAX_RECORD_BYTES, Idempotency, IdempotencyBuilder, install, installed};
+pub use key::{KeyHasher, KeyPart, RecordKey, ShortKey};
+pub use policy::{ErrorPolicy, ReleaseErrors, StoreErrorsIf, replay_errors, store_errors_if};
+pub use store::{Claim, ClaimOutcome, Fence, Store, Token};
+
+#[doc(hidden)]
+#[path = "private.rs"]
+#[allow(missing_docs)]
+pub mod __private;

@@ -1,0 +1,109 @@
+//! What happens to an `Err`: released so a retry runs, or stored and
+//! replayed.
+
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::CodecError;
+use crate::record::{self, Outcome};
+
+/// Decides, per error, whether it is stored and replayed or released.
+///
+/// Chosen with [`Call::errors`](crate::Call::errors): [`ReleaseErrors`] (the
+/// default), or [`StoreErrorsIf`] built by [`replay_errors`] or
+/// [`store_errors_if`].
+pub trait ErrorPolicy<E> {
+    /// Whether this error is stored and replayed to duplicates.
+    fn stores(&self, error: &E) -> bool;
+    /// Encodes a stored error as a record.
+    fn encode(&self, error: &E, limit: usize) -> Result<Vec<u8>, CodecError>;
+    /// Decodes a stored error.
+    fn decode(&self, record: &[u8]) -> Result<E, CodecError>;
+}
+
+/// Every `Err` releases the claim, so the next call runs the body again.
+///
+/// ```
+/// # async fn demo(idem: idem_core::Idempotency) {
+/// let out: Result<u32, idem_core::Error> = idem
+///     .call("jobs", "job-1")
+///     .errors(idem_core::ReleaseErrors)
+///     .run(|| async { Ok(1) })
+///     .await;
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReleaseErrors;
+
+impl<E> ErrorPolicy<E> for ReleaseErrors {
+    fn stores(&self, _: &E) -> bool {
+        false
+    }
+    fn encode(&self, _: &E, _: usize) -> Result<Vec<u8>, CodecError> {
+        unreachable_policy()
+    }
+    fn decode(&self, record: &[u8]) -> Result<E, CodecError> {
+        Err(CodecError::ErrorNotReplayable(
+            record::parse(record)?.type_name.to_owned(),
+        ))
+    }
+}
+
+fn unreachable_policy() -> Result<Vec<u8>, CodecError> {
+    Err(CodecError::Corrupt(
+        "a releasing policy was asked to store an error",
+    ))
+}
+
+/// Stores the errors for which the predicate answers `true`; the rest are
+/// released. `E` must be serializable.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreErrorsIf<F>(F);
+
+/// Stores every `Err` and replays it to duplicates.
+///
+/// ```
+/// # async fn demo(idem: idem_core::Idempotency) {
+/// #[derive(Debug, serde::Serialize, serde::Deserialize)]
+/// enum PayError { Declined, Idem(String) }
+/// impl From<idem_core::Error> for PayError {
+///     fn from(e: idem_core::Error) -> Self { PayError::Idem(e.to_string()) }
+/// }
+/// let out: Result<u32, PayError> = idem
+///     .call("payments", "order-1")
+///     .errors(idem_core::replay_errors())
+///     .run(|| async { Err(PayError::Declined) })
+///     .await;
+/// # }
+/// ```
+pub fn replay_errors<E>() -> StoreErrorsIf<fn(&E) -> bool> {
+    StoreErrorsIf(|_| true)
+}
+
+/// Asks `predicate`, per error, whether to store it: a declined card is
+/// replayed, a timeout is retried.
+///
+/// ```
+/// #[derive(Debug, serde::Serialize, serde::Deserialize)]
+/// enum PayError { Declined, Timeout }
+/// let policy = idem_core::store_errors_if(|e: &PayError| matches!(e, PayError::Declined));
+/// # let _ = policy;
+/// ```
+pub fn store_errors_if<E, F: Fn(&E) -> bool>(predicate: F) -> StoreErrorsIf<F> {
+    StoreErrorsIf(predicate)
+}
+
+impl<E, F> ErrorPolicy<E> for StoreErrorsIf<F>
+where
+    E: Serialize + DeserializeOwned,
+    F: Fn(&E) -> bool,
+{
+    fn stores(&self, error: &E) -> bool {
+        (self.0)(error)
+    }
+    fn encode(&self, error: &E, limit: usize) -> Result<Vec<u8>, CodecError> {
+        record::encode(Outcome::Err, error, limit)
+    }
+    fn decode(&self, record: &[u8]) -> Result<E, CodecError> {
+        record::parse(record)?.decode()
+    }
+}

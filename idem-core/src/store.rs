@@ -1,0 +1,143 @@
+//! The backend trait: keys, tokens and bytes in, outcomes out.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::{Fingerprint, RecordKey, StoreError};
+
+/// The fencing token of one claim. A fresh token is drawn for every claim
+/// attempt, so a takeover after lease expiry always holds a new token and a
+/// late holder's completion is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Token(u128);
+
+impl Token {
+    /// Draws a new random token.
+    pub fn random() -> Self {
+        Self(rand::random())
+    }
+
+    /// Rebuilds a token from the value a store kept.
+    pub const fn from_u128(value: u128) -> Self {
+        Self(value)
+    }
+
+    /// The token's value.
+    pub const fn to_u128(self) -> u128 {
+        self.0
+    }
+
+    /// The token as 16 big-endian bytes.
+    pub const fn to_bytes(self) -> [u8; 16] {
+        self.0.to_be_bytes()
+    }
+}
+
+/// What a caller asks for when it claims a key.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim {
+    /// The token the claim will hold if won.
+    pub token: Token,
+    /// The payload's fingerprint, kept with the record.
+    pub fingerprint: Fingerprint,
+    /// How long the claim is held before another caller may take over.
+    pub lease: Duration,
+}
+
+/// The store's answer to a claim.
+#[derive(Debug, Clone)]
+pub enum ClaimOutcome {
+    /// The claim is ours: the key was free, expired, or its holder's lease
+    /// ran out (`took_over`).
+    Won {
+        /// Whether an expired in-progress claim of another caller was taken
+        /// over.
+        took_over: bool,
+    },
+    /// Another caller holds the key.
+    InProgress {
+        /// The holder's fingerprint.
+        fingerprint: Fingerprint,
+        /// How long the holder's lease still runs, by the store's clock.
+        retry_after: Duration,
+    },
+    /// The key was completed; here is its record.
+    Completed {
+        /// The fingerprint the record was made with.
+        fingerprint: Fingerprint,
+        /// The record's bytes, as given to [`Store::complete`].
+        record: Bytes,
+    },
+}
+
+/// Whether a fenced step (complete, release, renew) found our claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    /// The claim was still ours; the step took effect.
+    Held,
+    /// Another caller took over or the claim is gone; nothing changed.
+    Lost,
+}
+
+/// A place where idempotency records live.
+///
+/// Each method is one atomic step and, for a networked backend, one round
+/// trip. Lease and TTL expiry are judged by the store's own clock. The
+/// store sees only hashed keys, tokens and opaque record bytes; encoding
+/// lives above it.
+///
+/// Every implementation must pass the conformance suite in `tests/`.
+///
+/// ```
+/// use std::time::Duration;
+/// use idem_core::{async_trait, Claim, ClaimOutcome, Fence, RecordKey, Store, StoreError, Token};
+///
+/// /// A store that is always down: every call fails closed.
+/// struct Down;
+///
+/// #[async_trait]
+/// impl Store for Down {
+///     async fn claim(&self, _: &RecordKey, _: &Claim) -> Result<ClaimOutcome, StoreError> {
+///         Err(StoreError::new("down", "unreachable"))
+///     }
+///     async fn complete(&self, _: &RecordKey, _: Token, _: &[u8], _: Duration) -> Result<Fence, StoreError> {
+///         Err(StoreError::new("down", "unreachable"))
+///     }
+///     async fn release(&self, _: &RecordKey, _: Token) -> Result<Fence, StoreError> {
+///         Err(StoreError::new("down", "unreachable"))
+///     }
+///     async fn renew(&self, _: &RecordKey, _: Token, _: Duration) -> Result<Fence, StoreError> {
+///         Err(StoreError::new("down", "unreachable"))
+///     }
+/// }
+/// ```
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Claims `key` atomically: wins it if free or expired (storing the
+    /// claim's token, fingerprint and lease), or reports the holder or the
+    /// completed record.
+    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError>;
+
+    /// Stores `record` for `ttl`, if `token` still holds the claim.
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError>;
+
+    /// Deletes the in-progress claim, if `token` still holds it, so the next
+    /// caller runs the body.
+    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError>;
+
+    /// Extends the in-progress claim to `lease` from now, if `token` still
+    /// holds it.
+    async fn renew(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        lease: Duration,
+    ) -> Result<Fence, StoreError>;
+}

@@ -1,0 +1,14 @@
+//! Stores for [idem](https://docs.rs/idem), each behind a feature:
+//! `memory` ([`MemoryStore`]), and the networked and durable backends as
+//! they land. Every store passes the conformance suite in the `idem`
+//! crate's `tests/`.
+
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "memory")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
+mod memory;
+
+#[cfg(feature = "memory")]
+pub use memory::MemoryStore;

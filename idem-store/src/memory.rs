@@ -1,0 +1,224 @@
+//! One process's store: sharded maps, a monotonic clock, bounded.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use idem_core::{
+    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
+};
+use tokio::time::Instant;
+
+const SHARDS: usize = 64;
+const SWEEP_EVERY: u32 = 1024;
+
+/// The default bound on records: one million.
+const DEFAULT_MAX_RECORDS: usize = 1_000_000;
+
+/// Records in this process's memory: for one replica, tests, and as the
+/// zero-setup default.
+///
+/// The map is split in 64 shards so calls on different keys rarely share a
+/// lock. Expiry is judged by tokio's monotonic clock. The store is bounded:
+/// when a shard is full, expired records go first, then the completed
+/// record closest to expiry; in-progress claims are never evicted, and a
+/// shard full of them refuses new claims with `Error::Store`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let idem = idem_core::Idempotency::new(idem_store::MemoryStore::with_max_records(10_000));
+/// let out: Result<u8, idem_core::Error> = idem.call("demo", "k").run(|| async { Ok(1) }).await;
+/// assert_eq!(out.unwrap(), 1);
+/// # }
+/// ```
+pub struct MemoryStore {
+    shards: Box<[Mutex<Shard>]>,
+    per_shard: usize,
+}
+
+#[derive(Default)]
+struct Shard {
+    entries: HashMap<RecordKey, Entry>,
+    inserts: u32,
+}
+
+struct Entry {
+    fingerprint: Fingerprint,
+    state: State,
+    until: Instant,
+}
+
+enum State {
+    InProgress(Token),
+    Completed(Bytes),
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    /// A store bounded to one million records.
+    pub fn new() -> Self {
+        Self::with_max_records(DEFAULT_MAX_RECORDS)
+    }
+
+    /// A store bounded to about `max_records` (rounded up to a multiple of
+    /// the shard count).
+    pub fn with_max_records(max_records: usize) -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            per_shard: max_records.div_ceil(SHARDS).max(1),
+        }
+    }
+
+    /// How many records are held, expired ones not yet evicted included.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| lock(shard).entries.len())
+            .sum()
+    }
+
+    /// Whether no record is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn shard(&self, key: &RecordKey) -> MutexGuard<'_, Shard> {
+        // The key is a SHA-256 digest: any byte of it is uniform.
+        lock(&self.shards[usize::from(key.as_bytes()[0]) % SHARDS])
+    }
+}
+
+fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    // A panic while holding a shard cannot leave an entry half-written:
+    // every mutation is a single insert or remove.
+    shard
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shard {
+    /// Makes room for one more entry, or says the shard is full of claims.
+    fn make_room(&mut self, limit: usize, now: Instant) -> Result<(), StoreError> {
+        self.inserts = self.inserts.wrapping_add(1);
+        if self.entries.len() < limit && self.inserts % SWEEP_EVERY != 0 {
+            return Ok(());
+        }
+        self.entries.retain(|_, entry| entry.until > now);
+        if self.entries.len() < limit {
+            return Ok(());
+        }
+        let oldest = self
+            .entries
+            .iter()
+            .filter(|(_, entry)| matches!(entry.state, State::Completed(_)))
+            .min_by_key(|(_, entry)| entry.until)
+            .map(|(key, _)| *key);
+        match oldest {
+            Some(key) => {
+                self.entries.remove(&key);
+                Ok(())
+            }
+            None => Err(StoreError::new(
+                "memory",
+                "store is full of in-progress claims",
+            )),
+        }
+    }
+
+    /// The entry under `key` if it is an unexpired claim held by `token`.
+    fn held(&mut self, key: &RecordKey, token: Token, now: Instant) -> Option<&mut Entry> {
+        self.entries.get_mut(key).filter(|entry| {
+            entry.until > now && matches!(entry.state, State::InProgress(t) if t == token)
+        })
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        let took_over = match shard.entries.get(key) {
+            Some(entry) if entry.until > now => {
+                return Ok(match &entry.state {
+                    State::Completed(record) => ClaimOutcome::Completed {
+                        fingerprint: entry.fingerprint,
+                        record: record.clone(),
+                    },
+                    State::InProgress(_) => ClaimOutcome::InProgress {
+                        fingerprint: entry.fingerprint,
+                        retry_after: entry.until - now,
+                    },
+                });
+            }
+            Some(entry) => matches!(entry.state, State::InProgress(_)),
+            None => {
+                shard.make_room(self.per_shard, now)?;
+                false
+            }
+        };
+        shard.entries.insert(
+            *key,
+            Entry {
+                fingerprint: claim.fingerprint,
+                state: State::InProgress(claim.token),
+                until: now + claim.lease,
+            },
+        );
+        Ok(ClaimOutcome::Won { took_over })
+    }
+
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        Ok(match shard.held(key, token, now) {
+            Some(entry) => {
+                entry.state = State::Completed(Bytes::copy_from_slice(record));
+                entry.until = now + ttl;
+                Fence::Held
+            }
+            None => Fence::Lost,
+        })
+    }
+
+    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        Ok(match shard.held(key, token, now) {
+            Some(_) => {
+                shard.entries.remove(key);
+                Fence::Held
+            }
+            None => Fence::Lost,
+        })
+    }
+
+    async fn renew(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        lease: Duration,
+    ) -> Result<Fence, StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        Ok(match shard.held(key, token, now) {
+            Some(entry) => {
+                entry.until = now + lease;
+                Fence::Held
+            }
+            None => Fence::Lost,
+        })
+    }
+}
