@@ -1,0 +1,63 @@
+//! The conformance suite on `MemoryStore`, and what is particular to it.
+
+mod conformance;
+
+use std::time::Duration;
+
+use idem::{Claim, ClaimOutcome, Fingerprint, Idempotency, MemoryStore, RecordKey, Store, Token};
+
+conformance_suite!(async { Idempotency::new(MemoryStore::new()) });
+
+fn claim(lease: Duration) -> Claim {
+    Claim {
+        token: Token::random(),
+        fingerprint: Fingerprint::NONE,
+        lease,
+    }
+}
+
+#[tokio::test]
+async fn bounded_store_evicts_expired_then_oldest_completed() {
+    // 64 shards of one record each.
+    let store = MemoryStore::with_max_records(64);
+    let mut keys = Vec::new();
+    for i in 0..2000u32 {
+        let key = RecordKey::new("bounded", &i);
+        let c = claim(Duration::from_secs(30));
+        match store.claim(&key, &c).await {
+            Ok(ClaimOutcome::Won { .. }) => {
+                store
+                    .complete(&key, c.token, b"r", Duration::from_secs(60 + u64::from(i)))
+                    .await
+                    .unwrap();
+                keys.push(key);
+            }
+            other => panic!("claim {i}: {other:?}"),
+        }
+    }
+    assert!(store.len() <= 64, "store grew to {}", store.len());
+    // The newest record of each shard survived.
+    let last = keys.last().unwrap();
+    assert!(matches!(
+        store.claim(last, &claim(Duration::from_secs(1))).await,
+        Ok(ClaimOutcome::Completed { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_store_full_of_claims_refuses_new_ones() {
+    let store = MemoryStore::with_max_records(64);
+    let mut refused = 0;
+    for i in 0..1000u32 {
+        if store
+            .claim(&RecordKey::new("full", &i), &claim(Duration::from_secs(30)))
+            .await
+            .is_err()
+        {
+            refused += 1;
+        }
+    }
+    // Claims are never evicted: each shard holds one, the rest fail closed.
+    assert_eq!(store.len(), 64);
+    assert_eq!(refused, 1000 - 64);
+}
