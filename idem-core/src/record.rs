@@ -141,7 +141,7 @@ mod tests {
             Err(CodecError::Corrupt(_))
         ));
         assert!(matches!(parse(&[1, 7, 0]), Err(CodecError::Corrupt(_))));
-        let mut bytes = encode(Outcome::Ok, &"hello", 1024).unwrap();
+        let mut bytes = encode(Outcome::Ok, &String::from("hello"), 1024).unwrap();
         bytes.truncate(bytes.len() - 2);
         assert!(matches!(
             parse(&bytes).unwrap().decode::<String>(),
