@@ -68,6 +68,9 @@ pub enum ClaimOutcome {
         fingerprint: Fingerprint,
         /// The record's bytes, as given to [`Store::complete`].
         record: Bytes,
+        /// How long the record still lives, by the store's clock. A local
+        /// cache may keep the record this long and no longer.
+        expires_in: Duration,
     },
 }
 

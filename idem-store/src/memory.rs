@@ -150,6 +150,7 @@ impl Store for MemoryStore {
                     State::Completed(record) => ClaimOutcome::Completed {
                         fingerprint: entry.fingerprint,
                         record: record.clone(),
+                        expires_in: entry.until - now,
                     },
                     State::InProgress(_) => ClaimOutcome::InProgress {
                         fingerprint: entry.fingerprint,
