@@ -198,6 +198,7 @@ impl<P> Call<P> {
                 Ok(ClaimOutcome::Completed {
                     fingerprint,
                     record,
+                    ..
                 }) => {
                     if !self.fingerprint.matches(&fingerprint) {
                         return fresh(Err(self.mismatch().into()));

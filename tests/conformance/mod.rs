@@ -599,7 +599,12 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
         ClaimOutcome::Completed {
             fingerprint,
             record,
+            expires_in,
         } => {
+            assert!(
+                expires_in <= Duration::from_secs(5) && expires_in > Duration::from_secs(3),
+                "{expires_in:?}"
+            );
             assert_eq!(fingerprint, fp);
             assert_eq!(&record[..], b"record");
         }
