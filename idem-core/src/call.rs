@@ -176,6 +176,10 @@ impl<P> Call<P> {
         if let Some(err) = self.refused {
             return fresh(Err(err.into()));
         }
+        let cache = self.idem.inner.cache.as_ref();
+        if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
+            return self.replayed(&hit.fingerprint, &hit.record);
+        }
         let store = &self.idem.inner.store;
         let token = Token::random();
         let claim = Claim {
@@ -186,6 +190,7 @@ impl<P> Call<P> {
         let started = Instant::now();
         let mut backoff = FIRST_BACKOFF;
         loop {
+            let sent = Instant::now();
             match store.claim(&self.key, &claim).await {
                 Err(err) => {
                     tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");
@@ -198,16 +203,12 @@ impl<P> Call<P> {
                 Ok(ClaimOutcome::Completed {
                     fingerprint,
                     record,
-                    ..
+                    expires_in,
                 }) => {
-                    if !self.fingerprint.matches(&fingerprint) {
-                        return fresh(Err(self.mismatch().into()));
+                    if let Some(cache) = cache {
+                        cache.put(self.key, fingerprint, record.clone(), sent + expires_in);
                     }
-                    tracing::debug!(scope = %self.scope, key = %self.key.short(), "idem: replayed");
-                    return Reported {
-                        result: self.replay(&record),
-                        replayed: true,
-                    };
+                    return self.replayed(&fingerprint, &record);
                 }
                 Ok(ClaimOutcome::InProgress {
                     fingerprint,
@@ -269,8 +270,14 @@ impl<P> Call<P> {
         // a store failure now must not release it, or a retry would run the
         // body a second time at once.
         guard.armed = false;
+        let sent = Instant::now();
         match store.complete(&self.key, token, &record, self.ttl).await {
-            Ok(Fence::Held) => fresh(result),
+            Ok(Fence::Held) => {
+                if let Some(cache) = cache {
+                    cache.put(self.key, self.fingerprint, record.into(), sent + self.ttl);
+                }
+                fresh(result)
+            }
             Ok(Fence::Lost) => {
                 tracing::warn!(scope = %self.scope, key = %self.key.short(), "idem: lease lost; result not stored");
                 fresh(Err(Error::LeaseLost {
@@ -291,6 +298,27 @@ impl<P> Call<P> {
         Error::FingerprintMismatch {
             scope: self.scope.clone(),
             key: self.key.short(),
+        }
+    }
+
+    /// Answers a duplicate from a completed record, if its fingerprint
+    /// matches ours.
+    fn replayed<T, E>(&self, fingerprint: &Fingerprint, record: &[u8]) -> Reported<Result<T, E>>
+    where
+        T: DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+    {
+        if !self.fingerprint.matches(fingerprint) {
+            return Reported {
+                result: Err(self.mismatch().into()),
+                replayed: false,
+            };
+        }
+        tracing::debug!(scope = %self.scope, key = %self.key.short(), "idem: replayed");
+        Reported {
+            result: self.replay(record),
+            replayed: true,
         }
     }
 

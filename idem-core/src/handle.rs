@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 
+use crate::cache::LocalCache;
 use crate::{Call, Error, KeyPart, Store};
 
 /// A cheap, cloneable handle over a [`Store`]: where calls start.
@@ -28,6 +29,7 @@ pub struct Idempotency {
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) max_record_bytes: usize,
+    pub(crate) cache: Option<LocalCache>,
 }
 
 /// The default limit on an encoded record: 1 MiB.
@@ -50,6 +52,7 @@ impl Idempotency {
         IdempotencyBuilder {
             store: Arc::new(store),
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+            local_cache: None,
         }
     }
 
@@ -69,6 +72,7 @@ impl std::fmt::Debug for Idempotency {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Idempotency")
             .field("max_record_bytes", &self.inner.max_record_bytes)
+            .field("local_cache", &self.inner.cache.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -77,6 +81,7 @@ impl std::fmt::Debug for Idempotency {
 pub struct IdempotencyBuilder {
     store: Arc<dyn Store>,
     max_record_bytes: usize,
+    local_cache: Option<usize>,
 }
 
 impl IdempotencyBuilder {
@@ -87,12 +92,28 @@ impl IdempotencyBuilder {
         self
     }
 
+    /// Keeps up to `capacity` completed records in this process, so a
+    /// replay that hits costs no round trip to the store. A record is kept
+    /// no longer than the store said it lives; in-progress claims are never
+    /// cached. Off by default.
+    ///
+    /// ```
+    /// # let store = idem_store::MemoryStore::new();
+    /// let idem = idem_core::Idempotency::builder(store).local_cache(10_000).build();
+    /// # let _ = idem;
+    /// ```
+    pub fn local_cache(mut self, capacity: usize) -> Self {
+        self.local_cache = Some(capacity);
+        self
+    }
+
     /// The handle.
     pub fn build(self) -> Idempotency {
         Idempotency {
             inner: Arc::new(Inner {
                 store: self.store,
                 max_record_bytes: self.max_record_bytes,
+                cache: self.local_cache.map(LocalCache::new),
             }),
         }
     }

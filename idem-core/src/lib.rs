@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod cache;
 mod call;
 mod context;
 mod error;

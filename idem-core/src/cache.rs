@@ -1,0 +1,117 @@
+//! The opt-in local replay cache: completed records kept in this process,
+//! so a replay that hits costs no round trip.
+//!
+//! Only completed records enter, each until the expiry the store reported
+//! (measured from before the request left, so never later than the
+//! store's own expiry). In-progress states are never cached.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use crate::{Fingerprint, RecordKey};
+
+const SHARDS: usize = 16;
+
+pub(crate) struct LocalCache {
+    shards: Box<[Mutex<HashMap<RecordKey, Cached>>]>,
+    per_shard: usize,
+}
+
+#[derive(Clone)]
+pub(crate) struct Cached {
+    pub fingerprint: Fingerprint,
+    pub record: Bytes,
+    until: Instant,
+}
+
+impl LocalCache {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            per_shard: capacity.div_ceil(SHARDS).max(1),
+        }
+    }
+
+    fn shard(&self, key: &RecordKey) -> MutexGuard<'_, HashMap<RecordKey, Cached>> {
+        let shard = &self.shards[usize::from(key.as_bytes()[1]) % SHARDS];
+        shard
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn get(&self, key: &RecordKey) -> Option<Cached> {
+        let mut shard = self.shard(key);
+        let hit = shard.get(key)?;
+        if hit.until > Instant::now() {
+            return Some(hit.clone());
+        }
+        shard.remove(key);
+        None
+    }
+
+    /// Keeps `record` until `until`, a time at or before the store's expiry.
+    pub(crate) fn put(
+        &self,
+        key: RecordKey,
+        fingerprint: Fingerprint,
+        record: Bytes,
+        until: Instant,
+    ) {
+        let now = Instant::now();
+        if until <= now {
+            return;
+        }
+        let mut shard = self.shard(&key);
+        if shard.len() >= self.per_shard && !shard.contains_key(&key) {
+            shard.retain(|_, cached| cached.until > now);
+            if shard.len() >= self.per_shard {
+                let nearest = shard.iter().min_by_key(|(_, c)| c.until).map(|(k, _)| *k);
+                if let Some(nearest) = nearest {
+                    shard.remove(&nearest);
+                }
+            }
+        }
+        shard.insert(
+            key,
+            Cached {
+                fingerprint,
+                record,
+                until,
+            },
+        );
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().unwrap().len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn entries_expire_and_capacity_holds() {
+        let cache = LocalCache::new(32);
+        for i in 0..1000u32 {
+            let until = Instant::now() + Duration::from_secs(10);
+            cache.put(
+                RecordKey::new("c", &i),
+                Fingerprint::NONE,
+                Bytes::from_static(b"r"),
+                until,
+            );
+        }
+        assert!(cache.len() <= 32, "{}", cache.len());
+        let key = RecordKey::new("c", &999u32);
+        assert!(cache.get(&key).is_some());
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert!(cache.get(&key).is_none());
+    }
+}
