@@ -24,6 +24,9 @@ mod context;
 mod error;
 mod fingerprint;
 mod handle;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod http;
 mod key;
 mod policy;
 mod record;
