@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Serialize, de::DeserializeOwned};
 use tokio::time::Instant;
 
+use crate::cache::LocalCache;
 use crate::key::{self, KeyPart};
 use crate::record::{self, Outcome};
 use crate::{
@@ -169,6 +170,76 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        let inner = Arc::clone(&self.idem.inner);
+        let on_drop = Some(Arc::clone(&inner.store));
+        self.protocol(inner.store.as_ref(), inner.cache.as_ref(), on_drop, body)
+            .await
+    }
+
+    /// As [`run`](Call::run), on `store` instead of the handle's: for a
+    /// store that lives only as long as a borrow, such as one that joins
+    /// the caller's database transaction. The handle's settings apply; its
+    /// local cache is not used (a record completed inside a transaction
+    /// may yet roll back), and a call dropped while its body runs does not
+    /// release its claim (nothing `'static` to hand the release to): the
+    /// claim ends with the transaction or its lease.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// # let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
+    /// let borrowed = idem_store::MemoryStore::new();
+    /// let out: Result<u8, idem_core::Error> =
+    ///     idem.call("demo", "k").run_on(&borrowed, || async { Ok(1) }).await;
+    /// assert_eq!(out.unwrap(), 1);
+    /// # }
+    /// ```
+    pub async fn run_on<S, T, E, F, Fut>(self, store: &S, body: F) -> Result<T, E>
+    where
+        S: Store + ?Sized,
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run_on_reported(store, body).await.result
+    }
+
+    /// As [`run_on`](Call::run_on), and also tells whether the result was
+    /// replayed.
+    pub async fn run_on_reported<S, T, E, F, Fut>(
+        self,
+        store: &S,
+        body: F,
+    ) -> Reported<Result<T, E>>
+    where
+        S: Store + ?Sized,
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.protocol(store, None, None, body).await
+    }
+
+    /// The protocol: claim, run, complete or release, replay. `on_drop`
+    /// is the store to release on when the call is dropped mid-body.
+    async fn protocol<S, T, E, F, Fut>(
+        self,
+        store: &S,
+        cache: Option<&LocalCache>,
+        on_drop: Option<Arc<dyn Store>>,
+        body: F,
+    ) -> Reported<Result<T, E>>
+    where
+        S: Store + ?Sized,
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
         let fresh = |result| Reported {
             result,
             replayed: false,
@@ -176,11 +247,9 @@ impl<P> Call<P> {
         if let Some(err) = self.refused {
             return fresh(Err(err.into()));
         }
-        let cache = self.idem.inner.cache.as_ref();
         if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
             return self.replayed(&hit.fingerprint, &hit.record);
         }
-        let store = &self.idem.inner.store;
         let token = Token::random();
         let claim = Claim {
             token,
@@ -234,21 +303,14 @@ impl<P> Call<P> {
         }
 
         let mut guard = ClaimGuard {
-            store: Arc::clone(store),
+            store,
+            on_drop,
             key: self.key,
             token,
             armed: true,
         };
         let body = crate::context::scoped(self.key, body());
-        let result = renewing(
-            store.as_ref(),
-            &self.key,
-            token,
-            self.lease,
-            &self.scope,
-            body,
-        )
-        .await;
+        let result = renewing(store, &self.key, token, self.lease, &self.scope, body).await;
         let limit = self.idem.inner.max_record_bytes;
         let record = match &result {
             Ok(value) => record::encode(Outcome::Ok, value, limit),
@@ -344,8 +406,8 @@ impl<P> Call<P> {
 
 /// Runs `body` while renewing the lease every third of its length, in the
 /// same task: no spawn, so the body may borrow.
-async fn renewing<F: Future>(
-    store: &dyn Store,
+async fn renewing<S: Store + ?Sized, F: Future>(
+    store: &S,
     key: &RecordKey,
     token: Token,
     lease: Duration,
@@ -378,21 +440,24 @@ async fn renewing<F: Future>(
 
 /// Releases the claim if the call ends without settling it: the body
 /// returned a released `Err`, panicked, or the call's future was dropped.
-struct ClaimGuard {
-    store: Arc<dyn Store>,
+struct ClaimGuard<'s, S: Store + ?Sized> {
+    store: &'s S,
+    /// The same store, owned, for a release after a drop; `None` for a
+    /// borrowed store.
+    on_drop: Option<Arc<dyn Store>>,
     key: RecordKey,
     token: Token,
     armed: bool,
 }
 
-impl ClaimGuard {
+impl<S: Store + ?Sized> ClaimGuard<'_, S> {
     async fn release(&mut self) {
         self.armed = false;
-        release(self.store.as_ref(), &self.key, self.token).await;
+        release(self.store, &self.key, self.token).await;
     }
 }
 
-async fn release(store: &dyn Store, key: &RecordKey, token: Token) {
+async fn release<S: Store + ?Sized>(store: &S, key: &RecordKey, token: Token) {
     match store.release(key, token).await {
         Ok(Fence::Held) => tracing::debug!(key = %key.short(), "idem: released"),
         Ok(Fence::Lost) => {
@@ -404,15 +469,17 @@ async fn release(store: &dyn Store, key: &RecordKey, token: Token) {
     }
 }
 
-impl Drop for ClaimGuard {
+impl<S: Store + ?Sized> Drop for ClaimGuard<'_, S> {
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
+        let Some(store) = self.on_drop.take() else {
+            return;
+        };
         // Drop cannot await: hand the release to the runtime if there is
         // one. Without a runtime the claim simply ends with its lease.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let store = Arc::clone(&self.store);
             let (key, token) = (self.key, self.token);
             runtime.spawn(async move { release(store.as_ref(), &key, token).await });
         }

@@ -37,7 +37,7 @@ pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
 
 impl Idempotency {
     /// A handle over `store` with default settings.
-    pub fn new(store: impl Store) -> Self {
+    pub fn new(store: impl Store + 'static) -> Self {
         Self::builder(store).build()
     }
 
@@ -48,7 +48,7 @@ impl Idempotency {
     /// let idem = idem_core::Idempotency::builder(store).max_record_bytes(64 * 1024).build();
     /// # let _ = idem;
     /// ```
-    pub fn builder(store: impl Store) -> IdempotencyBuilder {
+    pub fn builder(store: impl Store + 'static) -> IdempotencyBuilder {
         IdempotencyBuilder {
             store: Arc::new(store),
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,

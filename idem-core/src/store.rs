@@ -92,6 +92,10 @@ pub enum Fence {
 ///
 /// Every implementation must pass the conformance suite in `tests/`.
 ///
+/// The trait has no `'static` bound, so a store may borrow (e.g. a
+/// database transaction, run with [`Call::run_on`](crate::Call::run_on));
+/// [`Idempotency`](crate::Idempotency) itself holds `'static` stores.
+///
 /// ```
 /// use std::time::Duration;
 /// use idem_core::{async_trait, Claim, ClaimOutcome, Fence, RecordKey, Store, StoreError, Token};
@@ -116,7 +120,7 @@ pub enum Fence {
 /// }
 /// ```
 #[async_trait::async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: Send + Sync {
     /// Claims `key` atomically: wins it if free or expired (storing the
     /// claim's token, fingerprint and lease), or reports the holder or the
     /// completed record.
