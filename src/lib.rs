@@ -49,5 +49,9 @@ pub use idem_macros::idempotent;
 #[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub use idem_store::MemoryStore;
 
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod http;
+
 #[doc(hidden)]
 pub use idem_core::__private;

@@ -82,6 +82,19 @@ impl Problem {
         self
     }
 
+    /// Replaces the problem type with an absolute URI of your own, for
+    /// problems of your application rather than idem's.
+    ///
+    /// ```
+    /// let p = idem_core::http::Problem::new(402, "declined", "Payment declined", "insufficient funds")
+    ///     .with_type("https://payments.example/problems/declined");
+    /// assert_eq!(p.type_uri(), "https://payments.example/problems/declined");
+    /// ```
+    pub fn with_type(mut self, type_uri: impl Into<String>) -> Self {
+        self.type_uri = type_uri.into();
+        self
+    }
+
     /// The HTTP status.
     pub fn status(&self) -> u16 {
         self.status

@@ -1,0 +1,106 @@
+//! A payments service over HTTP whose `POST /payments` is idempotent: send
+//! it twice with the same `Idempotency-Key` and the card is charged once;
+//! the second answer is the first one replayed.
+//!
+//! Run: `cargo run --example axum_payments --features axum`
+//! (`-- --redis URL`, `-- --postgres URL` or `-- --sqlite PATH` choose a
+//! store other than memory; each needs its cargo feature). It listens on
+//! `IDEM_EXAMPLE_ADDR`, by default `127.0.0.1:3000`. Then, from another
+//! terminal:
+//!
+//! ```text
+//! curl -i http://127.0.0.1:3000/payments \
+//!   -H 'Idempotency-Key: "order-1"' -H 'Content-Type: application/json' \
+//!   -d '{"amount_cents": 1200, "currency": "EUR"}'
+//! ```
+//!
+//! and again: the same receipt, with `Idempotent-Replayed: true`. The README's
+//! HTTP section has the whole session.
+
+// Some of the app's items are hooks for the tests, which include it too.
+#[allow(dead_code)]
+#[path = "axum_payments/app.rs"]
+mod app;
+
+use std::net::SocketAddr;
+
+use idem::Idempotency;
+
+const USAGE: &str = "usage: axum_payments [--redis URL | --postgres URL | --sqlite PATH]
+
+Serves POST /payments and GET /payments/{id} on IDEM_EXAMPLE_ADDR
+(default 127.0.0.1:3000), storing idempotency records in memory unless a
+store is chosen.";
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,idem=debug".into()),
+        )
+        .init();
+
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (idem, store_name) = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [] => (Idempotency::new(idem::MemoryStore::new()), "memory".to_owned()),
+        ["--redis", url] => (redis(url).await?, format!("redis at {url}")),
+        ["--postgres", url] => (postgres(url).await?, format!("postgres at {url}")),
+        ["--sqlite", path] => (sqlite(path).await?, format!("sqlite at {path}")),
+        ["-h" | "--help"] => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        _ => anyhow::bail!("{USAGE}"),
+    };
+
+    let addr: SocketAddr = std::env::var("IDEM_EXAMPLE_ADDR")
+        .unwrap_or_else(|_| "127.0.0.1:3000".into())
+        .parse()?;
+    let options = app::Options::default();
+    let router = app::router(app::Payments::new(idem, &options), &options);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    println!(
+        "payments on http://{} with the {store_name} store; Ctrl-C stops",
+        listener.local_addr()?
+    );
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}
+
+#[cfg(feature = "redis")]
+async fn redis(url: &str) -> anyhow::Result<Idempotency> {
+    let _ = url;
+    anyhow::bail!("--redis: RedisStore is not built in yet")
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis(_: &str) -> anyhow::Result<Idempotency> {
+    anyhow::bail!("--redis needs the `redis` feature: cargo run --example axum_payments --features axum,redis -- --redis URL")
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres(url: &str) -> anyhow::Result<Idempotency> {
+    let store = idem::PostgresStore::connect(url).await?;
+    store.migrate().await?;
+    Ok(Idempotency::new(store))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres(_: &str) -> anyhow::Result<Idempotency> {
+    anyhow::bail!("--postgres needs the `postgres` feature: cargo run --example axum_payments --features axum,postgres -- --postgres URL")
+}
+
+#[cfg(feature = "sqlite")]
+async fn sqlite(path: &str) -> anyhow::Result<Idempotency> {
+    Ok(Idempotency::new(idem::SqliteStore::open(path).await?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn sqlite(_: &str) -> anyhow::Result<Idempotency> {
+    anyhow::bail!("--sqlite needs the `sqlite` feature: cargo run --example axum_payments --features axum,sqlite -- --sqlite PATH")
+}

@@ -1,0 +1,310 @@
+//! The payments service of the `axum_payments` example: its router, its
+//! `#[idempotent]` service function and a fake card gateway. The tests in
+//! `tests/http*.rs` include this file to run the same app over real HTTP.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use idem::http::{IdempotencyKey, IdempotencyLayer, Problem};
+use idem::{Idempotency, idempotent};
+use serde::{Deserialize, Serialize};
+
+/// What a client posts to `POST /payments`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PaymentRequest {
+    pub amount_cents: u64,
+    pub currency: String,
+}
+
+/// What `POST /payments` answers (201) and `GET /payments/{id}` reads back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    pub id: String,
+    pub amount_cents: u64,
+    pub currency: String,
+    pub gateway_charge: String,
+}
+
+/// How the app is set up; the example uses the defaults.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long a duplicate waits for an in-flight first request (zero:
+    /// 409 at once).
+    pub wait: Duration,
+    /// How long the fake gateway takes to charge a card.
+    pub gateway_delay: Duration,
+    /// The largest request body the idempotency layer buffers.
+    pub max_body_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            wait: Duration::ZERO,
+            gateway_delay: Duration::from_millis(200),
+            max_body_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// The authenticated user. Demo authentication: `Authorization: Bearer
+/// NAME` makes you NAME; no header makes you `anonymous`.
+#[derive(Debug, Clone)]
+pub struct User(pub String);
+
+/// Where this app's own problem types would be documented.
+const PROBLEMS: &str = "https://payments.example/problems/";
+
+/// Charges above this are declined by the fake gateway (402).
+pub const DECLINE_ABOVE_CENTS: u64 = 1_000_000;
+
+/// A stand-in for a card network that honours idempotency keys: a charge
+/// sent twice with the same key is charged once.
+#[derive(Debug, Default)]
+pub struct Gateway {
+    delay: Duration,
+    charges: Mutex<HashMap<String, String>>,
+    requests: AtomicU64,
+    fail_next: AtomicU32,
+}
+
+impl Gateway {
+    async fn charge(&self, key: &str, amount_cents: u64) -> Result<String, PaymentError> {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        let failing = self
+            .fail_next
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if failing.is_ok() {
+            return Err(PaymentError::GatewayUnavailable);
+        }
+        if amount_cents > DECLINE_ABOVE_CENTS {
+            return Err(PaymentError::Declined {
+                reason: format!("amount over the limit of {DECLINE_ABOVE_CENTS} cents"),
+            });
+        }
+        let mut charges = self.charges.lock().unwrap();
+        let next = charges.len() + 1;
+        Ok(charges
+            .entry(key.to_owned())
+            .or_insert_with(|| format!("ch_{next}"))
+            .clone())
+    }
+
+    /// Makes the next `n` charges fail as if the gateway were down.
+    pub fn fail_next(&self, n: u32) {
+        self.fail_next.store(n, Ordering::SeqCst);
+    }
+
+    /// How many requests reached the gateway.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    /// The idempotency keys the gateway was sent, one per distinct charge.
+    pub fn keys(&self) -> Vec<String> {
+        self.charges.lock().unwrap().keys().cloned().collect()
+    }
+}
+
+/// Why a payment failed.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum PaymentError {
+    /// The card was declined: a final answer, stored and replayed.
+    Declined { reason: String },
+    /// The gateway could not be reached: released, so a retry charges.
+    GatewayUnavailable,
+    /// The idempotency runtime answered (never stored).
+    #[serde(skip)]
+    Idem(idem::Error),
+}
+
+impl From<idem::Error> for PaymentError {
+    fn from(err: idem::Error) -> Self {
+        PaymentError::Idem(err)
+    }
+}
+
+/// The service function's error policy: a decline is final, the rest is
+/// retried.
+fn is_final(err: &PaymentError) -> bool {
+    matches!(err, PaymentError::Declined { .. })
+}
+
+impl IntoResponse for PaymentError {
+    fn into_response(self) -> Response {
+        match self {
+            PaymentError::Declined { reason } => Problem::new(
+                402,
+                "declined",
+                "Payment declined",
+                format!("The card was declined: {reason}."),
+            )
+            .with_type(PROBLEMS.to_owned() + "declined")
+            .into_response(),
+            PaymentError::GatewayUnavailable => Problem::new(
+                502,
+                "gateway-unavailable",
+                "Payment gateway unavailable",
+                "The card gateway could not be reached; nothing was charged. Retry with the same Idempotency-Key.",
+            )
+            .with_type(PROBLEMS.to_owned() + "gateway-unavailable")
+            .into_response(),
+            PaymentError::Idem(err) => err.into_response(),
+        }
+    }
+}
+
+/// The service: its idempotency handle, its gateway and its receipts.
+#[derive(Clone)]
+pub struct Payments {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    idem: Idempotency,
+    gateway: Gateway,
+    receipts: Mutex<HashMap<String, Receipt>>,
+    handler_runs: AtomicU64,
+    service_runs: AtomicU64,
+}
+
+impl Payments {
+    /// A service storing its records through `idem`.
+    pub fn new(idem: Idempotency, options: &Options) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                idem,
+                gateway: Gateway {
+                    delay: options.gateway_delay,
+                    ..Gateway::default()
+                },
+                receipts: Mutex::default(),
+                handler_runs: AtomicU64::new(0),
+                service_runs: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The fake gateway.
+    pub fn gateway(&self) -> &Gateway {
+        &self.inner.gateway
+    }
+
+    /// How many times the `POST /payments` handler ran.
+    pub fn handler_runs(&self) -> u64 {
+        self.inner.handler_runs.load(Ordering::SeqCst)
+    }
+
+    /// How many times the body of [`Payments::charge`] ran.
+    pub fn service_runs(&self) -> u64 {
+        self.inner.service_runs.load(Ordering::SeqCst)
+    }
+
+    /// Charges a card once per user and key, whoever calls it (the HTTP
+    /// handler here; a queue consumer could call it with the same key).
+    /// The gateway is sent a key derived from ours, so a retry after an
+    /// outage cannot charge twice either.
+    #[idempotent(
+        key = key,
+        scope = ("payments", user),
+        store = self.inner.idem,
+        fingerprint = request,
+        errors = is_final,
+        ttl = "24h",
+    )]
+    pub async fn charge(
+        &self,
+        user: &str,
+        key: &IdempotencyKey,
+        request: &PaymentRequest,
+    ) -> Result<Receipt, PaymentError> {
+        self.inner.service_runs.fetch_add(1, Ordering::SeqCst);
+        let gateway_key = idem::child_key("gateway").expect("inside an idempotent call");
+        let gateway_charge = self
+            .inner
+            .gateway
+            .charge(&gateway_key, request.amount_cents)
+            .await?;
+        let receipt = Receipt {
+            id: format!("pay_{:016x}", RandomState::new().hash_one(&gateway_key)),
+            amount_cents: request.amount_cents,
+            currency: request.currency.clone(),
+            gateway_charge,
+        };
+        self.inner
+            .receipts
+            .lock()
+            .unwrap()
+            .insert(receipt.id.clone(), receipt.clone());
+        Ok(receipt)
+    }
+}
+
+/// The app: `POST /payments` behind the idempotency layer, `GET
+/// /payments/{id}`, and the demo authentication outside both.
+pub fn router(payments: Payments, options: &Options) -> Router {
+    let idempotency = IdempotencyLayer::new(payments.inner.idem.clone())
+        .wait(options.wait)
+        .max_body_bytes(options.max_body_bytes)
+        .principal(|parts| parts.extensions.get::<User>().map(|user| user.0.clone()));
+    Router::new()
+        .route("/payments", post(create_payment))
+        .route("/payments/{id}", get(read_payment))
+        .layer(idempotency)
+        .layer(middleware::from_fn(authenticate))
+        .with_state(payments)
+}
+
+async fn authenticate(mut request: Request, next: Next) -> Response {
+    let user = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok()?.strip_prefix("Bearer "))
+        .unwrap_or("anonymous")
+        .to_owned();
+    request.extensions_mut().insert(User(user));
+    next.run(request).await
+}
+
+async fn create_payment(
+    State(payments): State<Payments>,
+    Extension(User(user)): Extension<User>,
+    key: IdempotencyKey,
+    Json(request): Json<PaymentRequest>,
+) -> Result<impl IntoResponse, PaymentError> {
+    payments.inner.handler_runs.fetch_add(1, Ordering::SeqCst);
+    let receipt = payments.charge(&user, &key, &request).await?;
+    let location = format!("/payments/{}", receipt.id);
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(receipt),
+    ))
+}
+
+async fn read_payment(
+    State(payments): State<Payments>,
+    Path(id): Path<String>,
+) -> Result<Json<Receipt>, Problem> {
+    let receipts = payments.inner.receipts.lock().unwrap();
+    match receipts.get(&id) {
+        Some(receipt) => Ok(Json(receipt.clone())),
+        None => Err(Problem::new(
+            404,
+            "not-found",
+            "No such payment",
+            format!("There is no payment {id}."),
+        )
+        .with_type(PROBLEMS.to_owned() + "not-found")),
+    }
+}

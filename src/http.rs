@@ -1,0 +1,106 @@
+//! Idempotent HTTP for axum (feature `axum`), after the IETF draft "The
+//! Idempotency-Key HTTP Header Field"
+//! (draft-ietf-httpapi-idempotency-key-header-07).
+//!
+//! Two levels:
+//!
+//! - [`IdempotencyLayer`], a tower layer in front of any axum router: for
+//!   POST and PATCH it reads `Idempotency-Key`, claims the key, runs the
+//!   handler once, stores its response and replays it to every duplicate
+//!   with `Idempotent-Replayed: true`. Concurrent duplicates never both
+//!   run the handler.
+//! - [`IdempotencyKey`], an extractor for handlers that call
+//!   `#[idempotent]` service functions themselves, and `IntoResponse` for
+//!   [`Error`](crate::Error), so such a handler can return
+//!   `Result<_, idem::Error>`.
+//!
+//! ```
+//! use axum::{Json, Router, http::StatusCode, routing::post};
+//! use idem::http::IdempotencyLayer;
+//! use idem::{Idempotency, MemoryStore};
+//! use serde_json::{Value, json};
+//!
+//! async fn create_order(Json(order): Json<Value>) -> (StatusCode, Json<Value>) {
+//!     (StatusCode::CREATED, Json(json!({ "id": 1, "order": order })))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let idem = Idempotency::new(MemoryStore::new());
+//! let app: Router = Router::new()
+//!     .route("/orders", post(create_order))
+//!     .layer(IdempotencyLayer::new(idem));
+//! # use tower::ServiceExt;
+//! # let request = || axum::http::Request::post("/orders")
+//! #     .header("idempotency-key", "\"order-1\"")
+//! #     .header("content-type", "application/json")
+//! #     .body(axum::body::Body::from(r#"{"sku":"tea"}"#)).unwrap();
+//! # let first = app.clone().oneshot(request()).await.unwrap();
+//! # assert_eq!(first.status(), 201);
+//! # let again = app.oneshot(request()).await.unwrap();
+//! # assert_eq!(again.headers()["idempotent-replayed"], "true");
+//! # }
+//! ```
+//!
+//! # Answers
+//!
+//! | situation | status |
+//! | --- | --- |
+//! | first request with a key | the handler's own answer (stored if its status is) |
+//! | duplicate after completion | the stored answer, with `Idempotent-Replayed: true` |
+//! | duplicate while the first still runs | 409 with `Retry-After`, or the first answer when the layer [waits](IdempotencyLayer::wait) |
+//! | same key, other request body | 422 |
+//! | key missing (when required), empty, over 255 bytes, malformed, repeated | 400 |
+//! | request body over the limit | 413 |
+//! | store unreachable | 503 |
+//!
+//! # Problem types
+//!
+//! Error answers are RFC 9457 `application/problem+json` documents with
+//! `type`, `title`, `status` and `detail` ([`Problem`]). Their `type` is
+//! this page followed by one of these fragments.
+//!
+//! ### missing-key
+//! 400: the request needs an `Idempotency-Key` header and has none.
+//!
+//! ### invalid-key
+//! 400: the key is empty, longer than 255 bytes, not visible ASCII, not a
+//! well-formed structured-field string, or sent more than once.
+//!
+//! ### body-too-large
+//! 413: the request body is larger than the layer buffers; nothing ran.
+//!
+//! ### body-unreadable
+//! 400: the request body could not be read; nothing ran.
+//!
+//! ### in-progress
+//! 409 with `Retry-After`: a request with this key is still running.
+//!
+//! ### fingerprint-mismatch
+//! 422: the key was used before with a different request.
+//!
+//! ### lease-lost
+//! 409: the request ran past its lease and a retry took it over.
+//!
+//! ### store-unavailable
+//! 503: the idempotency store failed or could not be reached.
+//!
+//! ### codec
+//! 500: a stored response could not be read or written.
+//!
+//! ### response-failed
+//! 500: the handler's response body failed while it was being stored.
+//!
+//! ### not-configured
+//! 500: no idempotency store is configured.
+
+mod key;
+mod layer;
+mod stored;
+
+#[doc(inline)]
+pub use idem_core::http::{PROBLEM_TYPE_BASE, Problem};
+pub use key::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, IdempotencyKey, MAX_KEY_BYTES};
+pub use layer::{
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, IdempotencyLayer, IdempotencyService,
+    stores_by_default,
+};

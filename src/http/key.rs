@@ -1,0 +1,278 @@
+//! The `Idempotency-Key` header: parsing and the extractor.
+
+use axum::extract::{FromRequestParts, OptionalFromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName};
+use serde::{Deserialize, Serialize};
+
+use crate::http::Problem;
+use crate::{KeyHasher, KeyPart};
+
+/// The request header that carries the key: `Idempotency-Key`.
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
+/// The response header set on a replayed answer: `Idempotent-Replayed: true`.
+pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// The longest accepted key, in bytes.
+pub const MAX_KEY_BYTES: usize = 255;
+
+/// The value of an `Idempotency-Key` header: one to 255 bytes of visible
+/// ASCII.
+///
+/// The header is read as the IETF draft defines it, a structured-field
+/// string (`Idempotency-Key: "8e03978e-40d5-43e8"`, with `\"` and `\\`
+/// escapes and optional parameters, which are ignored); a bare token
+/// (`Idempotency-Key: 8e03978e-40d5-43e8`) is accepted too.
+///
+/// As an axum extractor it answers 400 (`application/problem+json`) when
+/// the header is missing, empty, longer than 255 bytes, malformed or sent
+/// more than once; `Option<IdempotencyKey>` makes it optional (a missing
+/// header is `None`, a malformed one is still 400). It implements
+/// [`KeyPart`], so it can be the `key` of an `#[idempotent]` function.
+///
+/// ```
+/// use axum::{Json, Router, routing::post};
+/// use idem::http::IdempotencyKey;
+///
+/// async fn create(key: IdempotencyKey, Json(order): Json<serde_json::Value>) -> String {
+///     format!("{} bytes of key", key.as_str().len())
+/// }
+/// async fn maybe(key: Option<IdempotencyKey>) -> &'static str {
+///     if key.is_some() { "keyed" } else { "unkeyed" }
+/// }
+/// let app: Router = Router::new().route("/orders", post(create)).route("/notes", post(maybe));
+///
+/// let key = IdempotencyKey::parse(br#""order-1""#).unwrap();
+/// assert_eq!(key.as_str(), "order-1");
+/// assert_eq!(IdempotencyKey::parse(b"order-1").unwrap(), key);
+/// assert_eq!(IdempotencyKey::parse(b"").unwrap_err().status(), 400);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// Parses one header value: a structured-field string or a bare token.
+    ///
+    /// ```
+    /// use idem::http::IdempotencyKey;
+    ///
+    /// assert_eq!(IdempotencyKey::parse(br#""a \"quoted\" key";v=1"#).unwrap().as_str(), r#"a "quoted" key"#);
+    /// assert!(IdempotencyKey::parse(&[b'k'; 256]).is_err());
+    /// assert!(IdempotencyKey::parse(br#""unterminated"#).is_err());
+    /// ```
+    pub fn parse(value: &[u8]) -> Result<Self, Problem> {
+        let value = value.trim_ascii();
+        let key = match value.split_first() {
+            Some((b'"', rest)) => sf_string(rest)?,
+            _ => bare(value)?,
+        };
+        if key.is_empty() {
+            return Err(invalid("the key is empty"));
+        }
+        if key.len() > MAX_KEY_BYTES {
+            return Err(invalid(&format!(
+                "the key is {} bytes, longer than {MAX_KEY_BYTES}",
+                key.len()
+            )));
+        }
+        Ok(Self(key))
+    }
+
+    /// The key from a request's headers: `Ok(None)` when there is no
+    /// `Idempotency-Key` header, an error when it is invalid or repeated.
+    ///
+    /// ```
+    /// use axum::http::HeaderMap;
+    /// use idem::http::IdempotencyKey;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// assert_eq!(IdempotencyKey::from_headers(&headers).unwrap(), None);
+    /// headers.insert("idempotency-key", "\"k-1\"".parse().unwrap());
+    /// assert_eq!(IdempotencyKey::from_headers(&headers).unwrap().unwrap().as_str(), "k-1");
+    /// headers.append("idempotency-key", "\"k-2\"".parse().unwrap());
+    /// assert_eq!(IdempotencyKey::from_headers(&headers).unwrap_err().status(), 400);
+    /// ```
+    pub fn from_headers(headers: &HeaderMap) -> Result<Option<Self>, Problem> {
+        let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
+        let Some(value) = values.next() else {
+            return Ok(None);
+        };
+        if values.next().is_some() {
+            return Err(invalid("send exactly one Idempotency-Key header"));
+        }
+        Self::parse(value.as_bytes()).map(Some)
+    }
+
+    /// The key.
+    ///
+    /// ```
+    /// let key = idem::http::IdempotencyKey::parse(b"k-1").unwrap();
+    /// assert_eq!(key.as_str(), "k-1");
+    /// ```
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The key, owned.
+    ///
+    /// ```
+    /// let key = idem::http::IdempotencyKey::parse(b"k-1").unwrap();
+    /// assert_eq!(key.into_string(), "k-1");
+    /// ```
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl AsRef<str> for IdempotencyKey {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Hashes as the same key as its string.
+impl KeyPart for IdempotencyKey {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        self.0.as_str().write_key(hasher);
+    }
+    fn describe(&self, out: &mut String) {
+        out.push_str(&self.0);
+    }
+}
+
+/// The problem of a request that needs a key and has none.
+pub(crate) fn missing() -> Problem {
+    Problem::new(
+        400,
+        "missing-key",
+        "Missing Idempotency-Key",
+        "This request must carry an Idempotency-Key header, e.g. Idempotency-Key: \"8e03978e-40d5-43e8-bc93-6894a57f9324\".",
+    )
+}
+
+fn invalid(reason: &str) -> Problem {
+    Problem::from(crate::Error::InvalidKey(reason.to_owned()))
+}
+
+/// RFC 8941 §4.2.5, after the opening quote; parameters after the closing
+/// quote are allowed and ignored.
+fn sf_string(rest: &[u8]) -> Result<String, Problem> {
+    let mut out = String::new();
+    let mut bytes = rest.iter();
+    loop {
+        match bytes.next() {
+            None => return Err(invalid("the quoted string is not terminated")),
+            Some(b'\\') => match bytes.next() {
+                Some(&c @ (b'"' | b'\\')) => out.push(char::from(c)),
+                _ => return Err(invalid(r#"only \" and \\ may be escaped"#)),
+            },
+            Some(b'"') => break,
+            Some(&c @ 0x20..=0x7e) => out.push(char::from(c)),
+            Some(_) => return Err(invalid("the key must be visible ASCII")),
+        }
+    }
+    let tail = bytes.as_slice().trim_ascii_start();
+    if tail.is_empty() || tail[0] == b';' {
+        Ok(out)
+    } else {
+        Err(invalid("unexpected characters after the quoted string"))
+    }
+}
+
+/// A bare token: visible ASCII without quotes, backslashes or commas; a
+/// `;` starts parameters, which are ignored.
+fn bare(value: &[u8]) -> Result<String, Problem> {
+    let token = value.split(|&c| c == b';').next().unwrap_or_default();
+    let token = token.trim_ascii_end();
+    if let Some(c) = token
+        .iter()
+        .find(|&&c| !(0x21..=0x7e).contains(&c) || matches!(c, b'"' | b'\\' | b','))
+    {
+        let reason = if *c == b',' {
+            "send exactly one key".to_owned()
+        } else {
+            format!(
+                "byte 0x{c:02x} is not allowed in a bare key; quote the key as a structured-field string"
+            )
+        };
+        return Err(invalid(&reason));
+    }
+    Ok(String::from_utf8_lossy(token).into_owned())
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Self::from_headers(&parts.headers)?.ok_or_else(missing)
+    }
+}
+
+impl<S: Send + Sync> OptionalFromRequestParts<S> for IdempotencyKey {
+    type Rejection = Problem;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _: &S,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        Self::from_headers(&parts.headers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(value: &str) -> String {
+        IdempotencyKey::parse(value.as_bytes())
+            .unwrap_or_else(|p| panic!("{value:?}: {}", p.detail()))
+            .into_string()
+    }
+
+    fn refused(value: &[u8]) -> String {
+        IdempotencyKey::parse(value)
+            .expect_err(&String::from_utf8_lossy(value))
+            .detail()
+            .to_owned()
+    }
+
+    #[test]
+    fn structured_field_strings() {
+        assert_eq!(ok(r#""abc""#), "abc");
+        assert_eq!(ok(r#"  "with space"  "#), "with space");
+        assert_eq!(ok(r#""q\"uote\\d""#), r#"q"uote\d"#);
+        assert_eq!(ok(r#""abc";foo=1;bar"#), "abc");
+        assert_eq!(ok(r#""abc" ;foo"#), "abc");
+        assert!(refused(br#""abc"#).contains("not terminated"));
+        assert!(refused(br#""a\nb""#).contains("escaped"));
+        assert!(refused(br#""abc"x"#).contains("after"));
+        assert!(refused("\"caf\u{e9}\"".as_bytes()).contains("visible ASCII"));
+        assert!(refused(b"\"a\tb\"").contains("visible ASCII"));
+    }
+
+    #[test]
+    fn bare_tokens() {
+        assert_eq!(
+            ok("8e03978e-40d5-43e8-bc93-6894a57f9324"),
+            "8e03978e-40d5-43e8-bc93-6894a57f9324"
+        );
+        assert_eq!(ok("abc;v=1"), "abc");
+        assert!(refused(b"a b").contains("0x20"));
+        assert!(refused(b"a,b").contains("exactly one"));
+        assert!(refused(b"ab\"").contains("0x22"));
+    }
+
+    #[test]
+    fn length_limits() {
+        assert!(refused(b"").contains("empty"));
+        assert!(refused(b"  ").contains("empty"));
+        assert!(refused(br#""""#).contains("empty"));
+        assert_eq!(ok(&"k".repeat(255)).len(), 255);
+        assert!(refused(&[b'k'; 256]).contains("256 bytes"));
+        // Escapes count once: the limit is on the key, not the header.
+        let escaped = format!("\"{}\"", r"\\".repeat(255));
+        assert_eq!(ok(&escaped).len(), 255);
+    }
+}

@@ -1,0 +1,591 @@
+//! `IdempotencyLayer`: claim, run, store and replay whole HTTP responses.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::MatchedPath;
+use axum::http::request::Parts;
+use axum::http::{HeaderName, Method, Request, Response, StatusCode, header};
+use axum::response::IntoResponse;
+use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tower::{Layer, Service};
+
+use crate::http::stored::StoredResponse;
+use crate::http::{IdempotencyKey, Problem, key};
+use crate::{DEFAULT_LEASE, DEFAULT_TTL, Digester, Error, Idempotency, KeyHasher, KeyPart};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Principal = dyn Fn(&Parts) -> Option<String> + Send + Sync;
+type StoreStatus = dyn Fn(StatusCode) -> bool + Send + Sync;
+
+/// The largest request body buffered by default: 2 MiB, axum's own default
+/// body limit, so the layer never refuses what a `Json` extractor accepts.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 2 << 20;
+
+/// The largest response body stored by default: 512 KiB, which fits the
+/// handle's default record limit of 1 MiB even when written as base64.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
+
+/// A tower [`Layer`] that makes the unsafe requests of an axum router
+/// idempotent, after the IETF draft "The Idempotency-Key HTTP Header Field".
+///
+/// For each request whose method is one of [`methods`](Self::methods)
+/// (POST and PATCH by default) the layer
+///
+/// 1. reads the `Idempotency-Key` header ([`IdempotencyKey`]); a missing
+///    key is 400 unless [`key_required(false)`](Self::key_required), then
+///    the request passes through untouched; an invalid one is always 400;
+/// 2. scopes the key by method, matched route (axum's [`MatchedPath`], or
+///    the URI path where there is none) and the optional
+///    [`principal`](Self::principal), so two users' keys never meet;
+/// 3. buffers the body (413 beyond [`max_body_bytes`](Self::max_body_bytes),
+///    nothing claimed) and fingerprints it: SHA-256 over the request's path
+///    and query and its body;
+/// 4. claims the key; only the winner runs the inner service. Its response
+///    is stored (status, body and the [`stored_headers`](Self::stored_headers))
+///    when [`store_status`](Self::store_status) says so (by default 2xx and
+///    4xx other than 408, 409, 425 and 429), otherwise the claim is released
+///    and a retry runs again (5xx);
+/// 5. answers duplicates with the stored response plus
+///    `Idempotent-Replayed: true`; a duplicate arriving while the first
+///    still runs gets 409 with `Retry-After`, or, with
+///    [`wait`](Self::wait), the first one's answer; the same key with
+///    another body is 422.
+///
+/// Errors are `application/problem+json` ([`Problem`]). Other methods pass
+/// through.
+///
+/// ```
+/// use std::time::Duration;
+/// use axum::{Router, http::StatusCode, routing::post};
+/// use idem::http::IdempotencyLayer;
+/// use idem::{Idempotency, MemoryStore};
+///
+/// let idem = Idempotency::new(MemoryStore::new());
+/// let app: Router = Router::new()
+///     .route("/orders", post(|| async { (StatusCode::CREATED, "order 1") }))
+///     .layer(
+///         IdempotencyLayer::new(idem)
+///             .ttl(Duration::from_secs(24 * 3600))
+///             .wait(Duration::from_secs(5))
+///             .principal(|parts| {
+///                 let user = parts.headers.get("x-user")?;
+///                 Some(user.to_str().ok()?.to_owned())
+///             }),
+///     );
+/// ```
+#[derive(Clone)]
+pub struct IdempotencyLayer {
+    config: Arc<Config>,
+}
+
+#[derive(Clone)]
+struct Config {
+    idem: Idempotency,
+    methods: Vec<Method>,
+    key_required: bool,
+    ttl: Duration,
+    lease: Duration,
+    wait: Duration,
+    max_body_bytes: usize,
+    max_response_bytes: usize,
+    stored_headers: Vec<HeaderName>,
+    store_status: Arc<StoreStatus>,
+    principal: Option<Arc<Principal>>,
+}
+
+/// The default of [`IdempotencyLayer::store_status`]: 2xx, and 4xx other
+/// than 408, 409, 425 and 429 (answers that say "try again").
+///
+/// ```
+/// use axum::http::StatusCode;
+/// use idem::http::stores_by_default;
+///
+/// assert!(stores_by_default(StatusCode::CREATED));
+/// assert!(stores_by_default(StatusCode::UNPROCESSABLE_ENTITY));
+/// assert!(!stores_by_default(StatusCode::TOO_MANY_REQUESTS));
+/// assert!(!stores_by_default(StatusCode::INTERNAL_SERVER_ERROR));
+/// ```
+pub fn stores_by_default(status: StatusCode) -> bool {
+    status.is_success()
+        || (status.is_client_error() && !matches!(status.as_u16(), 408 | 409 | 425 | 429))
+}
+
+impl IdempotencyLayer {
+    /// A layer storing its records through `idem`, with the defaults: POST
+    /// and PATCH, key required, TTL 24 h, lease 30 s, no wait, request
+    /// bodies up to 2 MiB, responses up to 512 KiB stored with their
+    /// `Content-Type`, `Content-Language`, `Content-Location`, `Location`,
+    /// `ETag` and `Last-Modified` headers.
+    ///
+    /// ```
+    /// let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// # let _ = layer;
+    /// ```
+    pub fn new(idem: Idempotency) -> Self {
+        Self {
+            config: Arc::new(Config {
+                idem,
+                methods: vec![Method::POST, Method::PATCH],
+                key_required: true,
+                ttl: DEFAULT_TTL,
+                lease: DEFAULT_LEASE,
+                wait: Duration::ZERO,
+                max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+                max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+                stored_headers: vec![
+                    header::CONTENT_TYPE,
+                    header::CONTENT_LANGUAGE,
+                    header::CONTENT_LOCATION,
+                    header::LOCATION,
+                    header::ETAG,
+                    header::LAST_MODIFIED,
+                ],
+                store_status: Arc::new(stores_by_default),
+                principal: None,
+            }),
+        }
+    }
+
+    fn config(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
+    }
+
+    /// The methods the layer handles; others pass through. Default: POST
+    /// and PATCH.
+    ///
+    /// ```
+    /// # use axum::http::Method;
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.methods([Method::POST, Method::PATCH, Method::PUT, Method::DELETE]);
+    /// ```
+    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.config().methods = methods.into_iter().collect();
+        self
+    }
+
+    /// Whether a handled request without `Idempotency-Key` is refused with
+    /// 400 (`true`, the default) or passed through without idempotency.
+    ///
+    /// ```
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.key_required(false); // keyless requests run as before
+    /// ```
+    pub fn key_required(mut self, required: bool) -> Self {
+        self.config().key_required = required;
+        self
+    }
+
+    /// How long a stored response is replayed. Default: 24 hours.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.ttl(Duration::from_secs(7 * 24 * 3600));
+    /// ```
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.config().ttl = ttl;
+        self
+    }
+
+    /// How long a claim is held before another request may take over (it
+    /// is renewed while the inner service runs). Default: 30 seconds.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.lease(Duration::from_secs(10));
+    /// ```
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config().lease = lease;
+        self
+    }
+
+    /// How long a duplicate waits for the first request's answer before
+    /// getting 409 with `Retry-After`. Default: zero (409 at once).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.wait(Duration::from_secs(10));
+    /// ```
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.config().wait = wait;
+        self
+    }
+
+    /// The largest request body accepted; a larger one is 413 and nothing
+    /// is claimed. Default: 2 MiB.
+    ///
+    /// ```
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.max_body_bytes(64 * 1024);
+    /// ```
+    pub fn max_body_bytes(mut self, limit: usize) -> Self {
+        self.config().max_body_bytes = limit;
+        self
+    }
+
+    /// The largest response body stored. A larger response is sent as it
+    /// is but not stored: the claim is released and a retry runs again (a
+    /// warning is logged). Keep it below the handle's
+    /// [`max_record_bytes`](crate::IdempotencyBuilder::max_record_bytes)
+    /// less a third (bodies that are not UTF-8 are stored as base64).
+    /// Default: 512 KiB.
+    ///
+    /// ```
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.max_response_bytes(64 * 1024);
+    /// ```
+    pub fn max_response_bytes(mut self, limit: usize) -> Self {
+        self.config().max_response_bytes = limit;
+        self
+    }
+
+    /// The response headers stored and replayed, replacing the default set
+    /// (`Content-Type`, `Content-Language`, `Content-Location`, `Location`,
+    /// `ETag`, `Last-Modified`). Replays also carry `Idempotent-Replayed`.
+    ///
+    /// ```
+    /// # use axum::http::{HeaderName, header};
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.stored_headers([
+    ///     header::CONTENT_TYPE,
+    ///     header::LOCATION,
+    ///     HeaderName::from_static("x-request-cost"),
+    /// ]);
+    /// ```
+    pub fn stored_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
+        self.config().stored_headers = names.into_iter().collect();
+        self
+    }
+
+    /// Which response statuses are stored and replayed; for the others the
+    /// claim is released so a retry runs again. Default:
+    /// [`stores_by_default`].
+    ///
+    /// ```
+    /// # use axum::http::StatusCode;
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// // Store only successes: every 4xx may be retried with the same key.
+    /// let layer = layer.store_status(|status: StatusCode| status.is_success());
+    /// ```
+    pub fn store_status(mut self, stores: impl Fn(StatusCode) -> bool + Send + Sync + 'static) -> Self {
+        self.config().store_status = Arc::new(stores);
+        self
+    }
+
+    /// Who sends the request, as part of the key's scope: two principals
+    /// using the same key never see each other's responses. Typically reads
+    /// what an authentication layer (placed outside this one) put into the
+    /// request's extensions. `None` is the anonymous principal.
+    ///
+    /// ```
+    /// #[derive(Clone)]
+    /// struct User { id: u64 }
+    ///
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.principal(|parts| parts.extensions.get::<User>().map(|u| u.id.to_string()));
+    /// ```
+    pub fn principal(
+        mut self,
+        principal: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.config().principal = Some(Arc::new(principal));
+        self
+    }
+}
+
+impl fmt::Debug for IdempotencyLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.config;
+        f.debug_struct("IdempotencyLayer")
+            .field("methods", &c.methods)
+            .field("key_required", &c.key_required)
+            .field("ttl", &c.ttl)
+            .field("lease", &c.lease)
+            .field("wait", &c.wait)
+            .field("max_body_bytes", &c.max_body_bytes)
+            .field("max_response_bytes", &c.max_response_bytes)
+            .field("stored_headers", &c.stored_headers)
+            .field("principal", &c.principal.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Layer<S> for IdempotencyLayer {
+    type Service = IdempotencyService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        IdempotencyService {
+            inner,
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+/// The service made by [`IdempotencyLayer`] around an inner service.
+///
+/// ```
+/// use axum::{Router, routing::post};
+/// use idem::http::{IdempotencyLayer, IdempotencyService};
+/// use tower::Layer;
+///
+/// let layer = IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+/// // Around a whole router (no matched route is known there: the scope
+/// // uses the URI path).
+/// let service: IdempotencyService<Router> = layer.layer(Router::new().route("/", post(|| async {})));
+/// # let _ = service;
+/// ```
+#[derive(Clone)]
+pub struct IdempotencyService<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for IdempotencyService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotencyService")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B> Service<Request<Body>> for IdempotencyService<S>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        // The ready service handles this request; the clone takes its place.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(handle(Arc::clone(&self.config), inner, request))
+    }
+}
+
+/// How the guarded run ended when it has no response to store.
+enum Failure<E> {
+    /// idem answered instead of the inner service.
+    Idem(Error),
+    /// The inner service answered with a status that is not stored (or a
+    /// response too large to store): sent as it is, claim released.
+    Unstored(Response<Body>),
+    /// The inner service failed.
+    Inner(E),
+}
+
+impl<E> From<Error> for Failure<E> {
+    fn from(err: Error) -> Self {
+        Failure::Idem(err)
+    }
+}
+
+async fn handle<S, B>(
+    config: Arc<Config>,
+    mut inner: S,
+    request: Request<Body>,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    if !config.methods.contains(request.method()) {
+        return pass(inner, request).await;
+    }
+    let key = match IdempotencyKey::from_headers(request.headers()) {
+        Ok(Some(key)) => key,
+        Ok(None) if !config.key_required => return pass(inner, request).await,
+        Ok(None) => return Ok(key::missing().into_response()),
+        Err(problem) => return Ok(problem.into_response()),
+    };
+
+    let (parts, body) = request.into_parts();
+    let body = match read_body(&parts, body, config.max_body_bytes).await {
+        Ok(body) => body,
+        Err(problem) => return Ok(problem.into_response()),
+    };
+    let route = match parts.extensions.get::<MatchedPath>() {
+        Some(matched) => matched.as_str().to_owned(),
+        None => parts.uri.path().to_owned(),
+    };
+    let principal = config.principal.as_ref().and_then(|principal| principal(&parts));
+    let scope = HttpScope {
+        method: parts.method.as_str().to_owned(),
+        route,
+        principal,
+    };
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut digest = Digester::new();
+    let fingerprint = digest
+        .part(&RawBytes(target.as_bytes()))
+        .and_then(|()| digest.part(&RawBytes(&body)))
+        .map(|()| digest.finish());
+    let fingerprint = match fingerprint {
+        Ok(fingerprint) => fingerprint,
+        Err(err) => return Ok(Error::Codec(err.into()).into_response()),
+    };
+    let request = Request::from_parts(parts, Body::from(body));
+
+    // The first answer keeps all its headers; only the replays are cut
+    // down to the stored ones.
+    let mut original = None;
+    let (slot, inner, settings) = (&mut original, &mut inner, &*config);
+    let reported = config
+        .idem
+        .call(&scope, key.as_str())
+        .ttl(config.ttl)
+        .lease(config.lease)
+        .wait(config.wait)
+        .fingerprint_digest(fingerprint)
+        .run_reported(move || async move {
+            let response = inner.call(request).await.map_err(Failure::Inner)?;
+            if !(settings.store_status)(response.status()) {
+                return Err(Failure::Unstored(response.map(Body::new)));
+            }
+            let (parts, body) = response.into_parts();
+            let body = match body.collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(err) => {
+                    let err: BoxError = err.into();
+                    tracing::warn!(error = %err, "idem: the response body failed; claim released");
+                    return Err(Failure::Unstored(response_failed()));
+                }
+            };
+            if body.len() > settings.max_response_bytes {
+                tracing::warn!(
+                    size = body.len(),
+                    limit = settings.max_response_bytes,
+                    "idem: response too large to store; sent unstored and claim released"
+                );
+                return Err(Failure::Unstored(Response::from_parts(parts, Body::from(body))));
+            }
+            let stored = StoredResponse::capture(&parts, &body, &settings.stored_headers);
+            *slot = Some(Response::from_parts(parts, Body::from(body)));
+            Ok(stored)
+        })
+        .await;
+
+    match reported.result {
+        Ok(stored) if reported.replayed => Ok(stored.into_replay()),
+        Ok(_) => Ok(original.expect("a response that was not replayed ran here")),
+        Err(Failure::Idem(err)) => match original {
+            // The service ran but its answer could not be stored (the store
+            // failed at completion, or the lease was lost): the client still
+            // gets what happened.
+            Some(response) => {
+                tracing::warn!(error = %err, "idem: response sent but not stored");
+                Ok(response)
+            }
+            None => Ok(err.into_response()),
+        },
+        Err(Failure::Unstored(response)) => Ok(response),
+        Err(Failure::Inner(err)) => Err(err),
+    }
+}
+
+async fn pass<S, B>(mut inner: S, request: Request<Body>) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    Ok(inner.call(request).await?.map(Body::new))
+}
+
+/// Buffers the request body, refusing one over `limit` (413) before reading
+/// it when `Content-Length` tells.
+async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result<Bytes, Problem> {
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large(limit));
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err) if err.is::<LengthLimitError>() => Err(too_large(limit)),
+        Err(err) => Err(Problem::new(
+            400,
+            "body-unreadable",
+            "Request body unreadable",
+            format!("The request body could not be read: {err}."),
+        )),
+    }
+}
+
+fn too_large(limit: usize) -> Problem {
+    Problem::new(
+        413,
+        "body-too-large",
+        "Request body too large",
+        format!("The request body is larger than {limit} bytes; nothing was processed."),
+    )
+}
+
+fn response_failed() -> Response<Body> {
+    Problem::new(
+        500,
+        "response-failed",
+        "Response failed",
+        "The response body failed while it was being stored; retry with the same Idempotency-Key.",
+    )
+    .into_response()
+}
+
+/// Bytes hashed as one byte string, not one number per byte.
+struct RawBytes<'a>(&'a [u8]);
+
+impl serde::Serialize for RawBytes<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(self.0)
+    }
+}
+
+/// The scope of a request's key: method, route and principal.
+struct HttpScope {
+    method: String,
+    route: String,
+    principal: Option<String>,
+}
+
+impl KeyPart for HttpScope {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        hasher.write_bytes(b"idem/http/v1");
+        hasher.write_bytes(self.method.as_bytes());
+        hasher.write_bytes(self.route.as_bytes());
+        hasher.write_bool(self.principal.is_some());
+        if let Some(principal) = &self.principal {
+            hasher.write_bytes(principal.as_bytes());
+        }
+    }
+
+    fn describe(&self, out: &mut String) {
+        out.push_str(&self.method);
+        out.push(' ');
+        out.push_str(&self.route);
+        if let Some(principal) = &self.principal {
+            out.push_str(" for ");
+            out.push_str(principal);
+        }
+    }
+}
