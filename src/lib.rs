@@ -49,6 +49,14 @@ pub use idem_macros::idempotent;
 #[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub use idem_store::MemoryStore;
 
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use idem_store::{PostgresStore, postgres};
+
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use idem_store::SqliteStore;
+
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;

@@ -1,0 +1,208 @@
+//! The transactional mode: a call whose claim, body and completion run in
+//! the caller's transaction.
+
+use std::time::Duration;
+
+use idem_core::{
+    Call, Claim, ClaimOutcome, Error, ErrorPolicy, Fence, RecordKey, Reported, Store, StoreError,
+    Token, async_trait,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sqlx::Postgres;
+use sqlx::postgres::PgConnection;
+use tokio::sync::Mutex;
+
+use super::sql::Sql;
+use super::{BACKEND, ClaimBytes, Out, PostgresStore, Want, claim_outcome, send_on};
+
+/// A call that will run inside a database transaction. Made by
+/// [`PostgresStore::in_transaction`]; run by [`run`](InTransaction::run).
+#[must_use = "a call does nothing until `.run(…)` is awaited"]
+pub struct InTransaction<'a, P> {
+    store: &'a PostgresStore,
+    conn: &'a mut PgConnection,
+    call: Call<P>,
+}
+
+impl PostgresStore {
+    /// Runs `call` inside the caller's transaction `tx`: the claim, the
+    /// body's own writes (the body gets the transaction's connection) and
+    /// the completed record commit together or not at all.
+    ///
+    /// - Commit `tx` after a successful run (or a replay); drop or roll it
+    ///   back after an error. If the process dies before the commit, the
+    ///   database rolls everything back, the claim included, so a retry
+    ///   runs the body again at once, with no lease to wait out.
+    /// - Until `tx` ends, its claim row is locked: a concurrent duplicate
+    ///   waits on that lock, then replays the committed record or, after a
+    ///   rollback, claims the key itself. Keep such transactions short. No
+    ///   one can take the claim over while `tx` lives, so the lease plays
+    ///   no part: it is neither renewed nor checked at completion.
+    /// - Expects READ COMMITTED, PostgreSQL's default. Under REPEATABLE
+    ///   READ or SERIALIZABLE a race with another claimer fails as a
+    ///   serialization error (`Error::Store`); retry the transaction.
+    /// - The handle's local cache is not used: a record is not known to
+    ///   exist until the commit.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pool = sqlx::PgPool::connect("postgres://app@localhost/app").await?;
+    /// # let store = idem_store::PostgresStore::from_pool(pool.clone());
+    /// # let idem = idem_core::Idempotency::new(store.clone());
+    /// # let (order_id, sku) = ("order-1", "sku-7");
+    /// let mut tx = pool.begin().await?;
+    /// let row: Result<i64, idem_core::Error> = store
+    ///     .in_transaction(&mut tx, idem.call("orders", order_id).fingerprint(&sku))
+    ///     .run(async |conn| {
+    ///         let id: i64 = sqlx::query_scalar("INSERT INTO orders (sku) VALUES ($1) RETURNING id")
+    ///             .bind(sku)
+    ///             .fetch_one(&mut *conn)
+    ///             .await
+    ///             .map_err(|err| idem_core::Error::Store(idem_core::StoreError::new("orders", err)))?;
+    ///         Ok(id)
+    ///     })
+    ///     .await;
+    /// match row {
+    ///     // The order row and the record commit together.
+    ///     Ok(id) => { tx.commit().await?; println!("order row {id}"); }
+    ///     // Nothing of this call stays.
+    ///     Err(err) => { tx.rollback().await?; println!("failed: {err}"); }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn in_transaction<'a, P>(
+        &'a self,
+        tx: &'a mut sqlx::Transaction<'_, Postgres>,
+        call: Call<P>,
+    ) -> InTransaction<'a, P> {
+        InTransaction {
+            store: self,
+            conn: &mut *tx,
+            call,
+        }
+    }
+}
+
+impl<P> InTransaction<'_, P> {
+    /// Runs `body` with the transaction's connection if this call wins the
+    /// claim; otherwise replays the stored result or reports why not, as
+    /// [`Call::run`] does.
+    ///
+    /// ```no_run
+    /// # async fn f(store: idem_store::PostgresStore, idem: idem_core::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::Postgres>) -> Result<(), idem_core::Error> {
+    /// let n: u64 = store
+    ///     .in_transaction(&mut tx, idem.call("audit", "event-9"))
+    ///     .run(async |conn| {
+    ///         sqlx::query("INSERT INTO audit (event) VALUES ('event-9')")
+    ///             .execute(&mut *conn)
+    ///             .await
+    ///             .map(|done| done.rows_affected())
+    ///             .map_err(|err| idem_core::Error::Store(idem_core::StoreError::new("audit", err)))
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<T, E, F>(self, body: F) -> Result<T, E>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: AsyncFnOnce(&mut PgConnection) -> Result<T, E>,
+    {
+        self.run_reported(body).await.result
+    }
+
+    /// As [`run`](InTransaction::run), and also tells whether the result
+    /// was replayed.
+    ///
+    /// ```no_run
+    /// # async fn f(store: idem_store::PostgresStore, idem: idem_core::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::Postgres>) {
+    /// let out = store
+    ///     .in_transaction(&mut tx, idem.call("audit", "event-9"))
+    ///     .run_reported(async |_conn| Ok::<_, idem_core::Error>(1u8))
+    ///     .await;
+    /// println!("replayed: {}", out.replayed);
+    /// # }
+    /// ```
+    pub async fn run_reported<T, E, F>(self, body: F) -> Reported<Result<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: AsyncFnOnce(&mut PgConnection) -> Result<T, E>,
+    {
+        let store = TxStore {
+            sql: &self.store.inner.sql,
+            conn: Mutex::new(self.conn),
+        };
+        let store = &store;
+        self.call
+            .run_on_reported(store, || async move {
+                let mut conn = store.conn.lock().await;
+                body(&mut **conn).await
+            })
+            .await
+    }
+}
+
+/// A store on one transaction's connection. The body holds the connection
+/// while it runs; the protocol's steps take it before and after.
+struct TxStore<'a> {
+    sql: &'a Sql,
+    conn: Mutex<&'a mut PgConnection>,
+}
+
+impl TxStore<'_> {
+    async fn send<'q>(
+        &self,
+        want: Want,
+        query: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<Out, StoreError> {
+        let mut conn = self.conn.lock().await;
+        send_on(query, &mut **conn, want)
+            .await
+            .map_err(|err| StoreError::new(BACKEND, err))
+    }
+}
+
+#[async_trait]
+impl Store for TxStore<'_> {
+    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        let bytes = ClaimBytes::from(claim);
+        let row = self
+            .send(Want::Row, self.sql.claim_query(key.as_bytes(), &bytes))
+            .await?
+            .row();
+        claim_outcome(&row)
+    }
+
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let token = token.to_bytes();
+        let query = self
+            .sql
+            .complete_query(&self.sql.complete_locked, key.as_bytes(), &token, record, ttl);
+        Ok(self.send(Want::RowsAffected, query).await?.fence())
+    }
+
+    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
+        let token = token.to_bytes();
+        let query = self
+            .sql
+            .release_query(&self.sql.release_locked, key.as_bytes(), &token);
+        Ok(self.send(Want::RowsAffected, query).await?.fence())
+    }
+
+    /// Nothing to do: the claim row is locked by this transaction, so no
+    /// one can take it over while the transaction lives. (The body holds
+    /// the connection, so a renewal could not be sent anyway.)
+    async fn renew(&self, _: &RecordKey, _: Token, _: Duration) -> Result<Fence, StoreError> {
+        Ok(Fence::Held)
+    }
+}

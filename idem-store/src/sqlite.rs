@@ -1,0 +1,336 @@
+//! Records in a SQLite file ([`SqliteStore`]): the embedded, durable
+//! default for one host.
+
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use idem_core::{
+    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
+};
+use sqlx::Row;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+const BACKEND: &str = "sqlite";
+
+/// SQLite's clock in milliseconds since the Unix epoch. `'now'` is one
+/// fixed instant within one statement.
+macro_rules! now_ms {
+    () => {
+        "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+    };
+}
+
+const MIGRATE: &str = concat!(
+    "CREATE TABLE IF NOT EXISTS idem_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
+    "CREATE TABLE IF NOT EXISTS idem_records (",
+    " key BLOB PRIMARY KEY, token BLOB NOT NULL, fingerprint BLOB NOT NULL,",
+    " record BLOB, expires_at INTEGER NOT NULL",
+    ") WITHOUT ROWID;",
+    "CREATE INDEX IF NOT EXISTS idem_records_expires_at ON idem_records (expires_at);",
+    "INSERT OR IGNORE INTO idem_migrations (version, applied_at) VALUES (1, ",
+    now_ms!(),
+    ");"
+);
+
+const SELECT: &str = concat!(
+    "SELECT token, fingerprint, record, expires_at - ",
+    now_ms!(),
+    " FROM idem_records WHERE key = ?1"
+);
+
+const INSERT: &str = concat!(
+    "INSERT INTO idem_records (key, token, fingerprint, record, expires_at) VALUES (?1, ?2, ?3, NULL, ",
+    now_ms!(),
+    " + ?4) ON CONFLICT (key) DO UPDATE SET token = excluded.token, fingerprint = excluded.fingerprint,",
+    " record = NULL, expires_at = excluded.expires_at WHERE idem_records.expires_at <= ",
+    now_ms!()
+);
+
+/// The fence of complete, release and renew: the row is our unexpired
+/// claim.
+macro_rules! held {
+    () => {
+        concat!(
+            " WHERE key = ?1 AND token = ?2 AND record IS NULL AND expires_at > ",
+            now_ms!()
+        )
+    };
+}
+
+const COMPLETE: &str = concat!(
+    "UPDATE idem_records SET record = ?3, expires_at = ",
+    now_ms!(),
+    " + ?4",
+    held!()
+);
+const RELEASE: &str = concat!("DELETE FROM idem_records", held!());
+const RENEW: &str = concat!(
+    "UPDATE idem_records SET expires_at = ",
+    now_ms!(),
+    " + ?3",
+    held!()
+);
+const PURGE: &str = concat!(
+    "DELETE FROM idem_records WHERE key IN (SELECT key FROM idem_records WHERE expires_at <= ",
+    now_ms!(),
+    " LIMIT ?1)"
+);
+
+/// Connections to the file the store keeps at most.
+const MAX_CONNECTIONS: u32 = 4;
+/// How long a writer waits for another (in this process or another one)
+/// before `Error::Store`.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Rows one purge statement deletes at most.
+const PURGE_BATCH: i64 = 5_000;
+
+/// Records in a SQLite file: the embedded, durable default for a single
+/// host. No server; records survive restarts; several processes on the
+/// host may share the file.
+///
+/// The file is opened in WAL mode (readers never wait for the writer) with
+/// `synchronous = FULL` (a completed record is on disk when `complete`
+/// returns), and the table is created on open. Every step is one atomic
+/// SQL statement, except a claim that finds the key absent or expired:
+/// it reads, then writes conditionally, and reads again if another caller
+/// won the write in between. A replayed duplicate is one read.
+///
+/// Expiry is judged by SQLite's clock, which is this host's wall clock: a
+/// clock stepped forward expires claims and records early, one stepped
+/// back keeps them longer. For several hosts, use a networked store.
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+/// let store = idem_store::SqliteStore::open("/var/lib/myapp/idem.db").await?;
+/// let idem = idem_core::Idempotency::new(store);
+/// let out: Result<u32, idem_core::Error> =
+///     idem.call("jobs", "job-42").run(|| async { Ok(42) }).await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the SQLite file at `path`, in WAL mode,
+    /// and creates the records table if it is not there yet.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// let store = idem_store::SqliteStore::open("idem.db").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(BUSY_TIMEOUT);
+        Self::open_with(options).await
+    }
+
+    /// As [`open`](Self::open), with sqlx's options (e.g. `synchronous =
+    /// NORMAL`, which in WAL mode may lose the last records on power loss
+    /// but not on a crash of the process).
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+    /// let options = SqliteConnectOptions::new()
+    ///     .filename("idem.db")
+    ///     .create_if_missing(true)
+    ///     .journal_mode(SqliteJournalMode::Wal)
+    ///     .synchronous(SqliteSynchronous::Normal);
+    /// let store = idem_store::SqliteStore::open_with(options).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open_with(options: SqliteConnectOptions) -> Result<Self, StoreError> {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await
+            .map_err(err)?;
+        sqlx::raw_sql(MIGRATE).execute(&pool).await.map_err(err)?;
+        Ok(SqliteStore { pool })
+    }
+
+    /// Deletes expired records and claims, in statements of at most 5,000
+    /// rows, and returns how many it deleted. Expired rows are already
+    /// ignored by every step; this only reclaims space. Run it now and
+    /// then:
+    ///
+    /// ```no_run
+    /// # async fn f(store: idem_store::SqliteStore) {
+    /// tokio::spawn(async move {
+    ///     let mut every = tokio::time::interval(std::time::Duration::from_secs(600));
+    ///     loop {
+    ///         every.tick().await;
+    ///         let _ = store.purge_expired().await;
+    ///     }
+    /// });
+    /// # }
+    /// ```
+    pub async fn purge_expired(&self) -> Result<u64, StoreError> {
+        let mut total = 0;
+        loop {
+            let n = sqlx::query(PURGE)
+                .bind(PURGE_BATCH)
+                .execute(&self.pool)
+                .await
+                .map_err(err)?
+                .rows_affected();
+            total += n;
+            if n < PURGE_BATCH as u64 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Closes the file's connections; later steps fail.
+    ///
+    /// ```no_run
+    /// # async fn f(store: idem_store::SqliteStore) {
+    /// store.close().await;
+    /// # }
+    /// ```
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn fenced<'q>(
+        &self,
+        query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    ) -> Result<Fence, StoreError> {
+        let done = query.execute(&self.pool).await.map_err(err)?;
+        Ok(if done.rows_affected() == 0 {
+            Fence::Lost
+        } else {
+            Fence::Held
+        })
+    }
+}
+
+fn err(err: sqlx::Error) -> StoreError {
+    StoreError::new(BACKEND, err)
+}
+
+/// A duration in whole milliseconds, rounded up, capped at 100 years.
+fn millis(duration: Duration) -> i64 {
+    const CAP: u128 = 100 * 365 * 24 * 3600 * 1000;
+    duration.as_nanos().div_ceil(1_000_000).min(CAP) as i64
+}
+
+fn remaining(ms: i64) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
+fn fingerprint(bytes: Vec<u8>) -> Result<Fingerprint, StoreError> {
+    let bytes: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| StoreError::new(BACKEND, "a stored fingerprint is not 32 bytes"))?;
+    Ok(Fingerprint::from_bytes(bytes))
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        let key = &key.as_bytes()[..];
+        let token = claim.token.to_bytes();
+        // Few turns: the row changes between the read and the write only
+        // when another caller claims, completes or releases it meanwhile.
+        for _ in 0..16 {
+            let row = sqlx::query(SELECT)
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(err)?;
+            let mut took_over = false;
+            if let Some(row) = row {
+                let left: i64 = row.try_get(3).map_err(err)?;
+                let record: Option<Vec<u8>> = row.try_get(2).map_err(err)?;
+                if left > 0 {
+                    let held_by: Vec<u8> = row.try_get(0).map_err(err)?;
+                    let fp = fingerprint(row.try_get(1).map_err(err)?)?;
+                    return Ok(match record {
+                        None if held_by == token => ClaimOutcome::Won { took_over: false },
+                        None => ClaimOutcome::InProgress {
+                            fingerprint: fp,
+                            retry_after: remaining(left),
+                        },
+                        Some(record) => ClaimOutcome::Completed {
+                            fingerprint: fp,
+                            record: Bytes::from(record),
+                            expires_in: remaining(left),
+                        },
+                    });
+                }
+                took_over = record.is_none();
+            }
+            let won = sqlx::query(INSERT)
+                .bind(key)
+                .bind(&token[..])
+                .bind(&claim.fingerprint.as_bytes()[..])
+                .bind(millis(claim.lease))
+                .execute(&self.pool)
+                .await
+                .map_err(err)?
+                .rows_affected();
+            if won == 1 {
+                return Ok(ClaimOutcome::Won { took_over });
+            }
+        }
+        Err(StoreError::new(
+            BACKEND,
+            "the claim did not settle: the key changed hands 16 times in a row",
+        ))
+    }
+
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let token = token.to_bytes();
+        self.fenced(
+            sqlx::query(COMPLETE)
+                .bind(&key.as_bytes()[..])
+                .bind(&token[..])
+                .bind(record)
+                .bind(millis(ttl)),
+        )
+        .await
+    }
+
+    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
+        let token = token.to_bytes();
+        self.fenced(
+            sqlx::query(RELEASE)
+                .bind(&key.as_bytes()[..])
+                .bind(&token[..]),
+        )
+        .await
+    }
+
+    async fn renew(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        lease: Duration,
+    ) -> Result<Fence, StoreError> {
+        let token = token.to_bytes();
+        self.fenced(
+            sqlx::query(RENEW)
+                .bind(&key.as_bytes()[..])
+                .bind(&token[..])
+                .bind(millis(lease)),
+        )
+        .await
+    }
+}

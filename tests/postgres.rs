@@ -1,0 +1,361 @@
+//! The conformance suite on `PostgresStore`, and what is particular to it:
+//! migrations, names, purge, connection loss, two processes racing.
+//!
+//! Needs a PostgreSQL server: see `support/pg_server.rs`.
+
+mod conformance;
+#[path = "support/pg_server.rs"]
+mod pg_server;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use idem::{
+    Claim, ClaimOutcome, Error, Fence, Fingerprint, Idempotency, PostgresStore, RecordKey, Store,
+    Token,
+};
+use sqlx::Connection;
+use sqlx::postgres::PgConnection;
+
+/// A store on a table of its own, migrated.
+async fn store(test: &str) -> PostgresStore {
+    let url = pg_server::url().await;
+    let store = PostgresStore::builder()
+        .schema(pg_server::unique_schema(test))
+        .connect(&url)
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    store
+}
+
+conformance_suite!(async { Idempotency::new(store("conf").await) });
+
+fn claim(lease: Duration) -> Claim {
+    Claim {
+        token: Token::random(),
+        fingerprint: Fingerprint::NONE,
+        lease,
+    }
+}
+
+async fn admin() -> PgConnection {
+    PgConnection::connect(&pg_server::url().await)
+        .await
+        .expect("admin connection")
+}
+
+async fn count(conn: &mut PgConnection, table: &str) -> i64 {
+    sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn migrate_twice_and_concurrently_is_harmless() {
+    let url = pg_server::url().await;
+    pg_server::drop_stale_schemas(&url).await;
+    let schema = pg_server::unique_schema("migrate");
+    let stores: Vec<PostgresStore> = futures::future::join_all((0..4).map(|_| {
+        PostgresStore::builder()
+            .schema(schema.clone())
+            .table("records")
+            .connect(&url)
+    }))
+    .await
+    .into_iter()
+    .map(Result::unwrap)
+    .collect();
+    // Four replicas start at once, then one starts again.
+    for done in futures::future::join_all(stores.iter().map(|s| s.migrate())).await {
+        done.unwrap();
+    }
+    stores[0].migrate().await.unwrap();
+    let mut admin = admin().await;
+    let versions: Vec<i32> = sqlx::query_scalar(&format!(
+        "SELECT version FROM \"{schema}\".records_migrations ORDER BY version"
+    ))
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(versions, vec![1]);
+    assert_eq!(stores[0].table(), format!("\"{schema}\".\"records\""));
+    let idem = Idempotency::new(stores[1].clone());
+    let out: Result<u8, Error> = idem.call("m", "k").run(|| async { Ok(1) }).await;
+    assert_eq!(out.unwrap(), 1);
+    assert_eq!(count(&mut admin, stores[0].table()).await, 1);
+}
+
+#[tokio::test]
+async fn custom_schema_and_table() {
+    let url = pg_server::url().await;
+    let schema = pg_server::unique_schema("names");
+    let a = PostgresStore::builder()
+        .schema(schema.clone())
+        .table("payments_idem")
+        .connect(&url)
+        .await
+        .unwrap();
+    let b = PostgresStore::builder()
+        .schema(schema.clone())
+        .table("orders_idem")
+        .connect(&url)
+        .await
+        .unwrap();
+    a.migrate().await.unwrap();
+    b.migrate().await.unwrap();
+    // The same scope and key in two tables are two records.
+    let one: Result<u8, Error> = Idempotency::new(a.clone())
+        .call("s", "k")
+        .run(|| async { Ok(1) })
+        .await;
+    let two: Result<u8, Error> = Idempotency::new(b.clone())
+        .call("s", "k")
+        .run(|| async { Ok(2) })
+        .await;
+    assert_eq!((one.unwrap(), two.unwrap()), (1, 2));
+    let mut admin = admin().await;
+    assert_eq!(
+        count(&mut admin, &format!("\"{schema}\".payments_idem")).await,
+        1
+    );
+    assert_eq!(
+        count(&mut admin, &format!("\"{schema}\".orders_idem")).await,
+        1
+    );
+    // Names are quoted into SQL: only plain identifiers pass.
+    for bad in ["x\"; DROP TABLE y; --", "", "1abc", "a b"] {
+        let err = PostgresStore::builder()
+            .table(bad)
+            .connect(&url)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("invalid table name"), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn purge_expired_deletes_only_expired_rows_in_batches() {
+    let url = pg_server::url().await;
+    let store = PostgresStore::builder()
+        .schema(pg_server::unique_schema("purge"))
+        .purge_batch(7)
+        .connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let short = Duration::from_millis(200);
+    // 30 completed records and 20 claims that expire soon, 5 of each that
+    // do not.
+    for i in 0..60u32 {
+        let key = RecordKey::new("purge", &i);
+        let lasting = i % 6 == 0;
+        let life = if lasting {
+            Duration::from_secs(60)
+        } else {
+            short
+        };
+        let c = claim(life);
+        assert!(matches!(
+            store.claim(&key, &c).await.unwrap(),
+            ClaimOutcome::Won { .. }
+        ));
+        if i % 2 == 0 {
+            assert_eq!(
+                store.complete(&key, c.token, b"r", life).await.unwrap(),
+                Fence::Held
+            );
+        }
+    }
+    assert_eq!(store.purge_expired().await.unwrap(), 0);
+    tokio::time::sleep(short * 2).await;
+    assert_eq!(store.purge_expired().await.unwrap(), 50);
+    let mut admin = admin().await;
+    assert_eq!(count(&mut admin, store.table()).await, 10);
+    assert_eq!(store.purge_expired().await.unwrap(), 0);
+}
+
+/// The server goes away and comes back: calls fail with `Error::Store`
+/// and run no body meanwhile, and the same store works again afterwards.
+#[tokio::test]
+async fn connection_loss_is_a_store_error_and_recovers_without_restart() {
+    let server = pg_server::PrivateServer::start();
+    let store = PostgresStore::builder()
+        .acquire_timeout(Duration::from_secs(2))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let idem = Idempotency::new(store.clone());
+    let runs = conformance::Counter::default();
+    let call = |key: &'static str| {
+        let (idem, runs) = (idem.clone(), runs.clone());
+        async move {
+            idem.call("loss", key)
+                .run(|| async {
+                    runs.bump();
+                    Ok::<_, Error>(key.len())
+                })
+                .await
+        }
+    };
+    assert_eq!(call("before").await.unwrap(), 6);
+    assert_eq!(runs.get(), 1);
+
+    server.stop();
+    for key in ["down-1", "down-2", "down-3"] {
+        let out = call(key).await;
+        assert!(matches!(out, Err(Error::Store(_))), "{out:?}");
+    }
+    assert_eq!(runs.get(), 1, "a body ran without a claim");
+
+    server.restart();
+    assert_eq!(call("after").await.unwrap(), 5);
+    assert_eq!(runs.get(), 2);
+    // The record written before the outage is still replayed.
+    assert_eq!(call("before").await.unwrap(), 6);
+    assert_eq!(runs.get(), 2);
+}
+
+/// The store's sessions are terminated by the server while idle: the next
+/// steps find out, open new connections and succeed.
+#[tokio::test]
+async fn terminated_sessions_are_replaced_transparently() {
+    let url = pg_server::url().await;
+    let app = format!("idem_terminate_{:x}", Token::random().to_u128() as u32);
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let store = PostgresStore::builder()
+        .schema(pg_server::unique_schema("terminate"))
+        .connect_with(options.application_name(&app))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let idem = Idempotency::new(store);
+    // Open a few connections.
+    let warm = (0..4).map(|i| {
+        let idem = idem.clone();
+        async move {
+            idem.call("warm", &i)
+                .run(|| async {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Ok::<_, Error>(i)
+                })
+                .await
+        }
+    });
+    for out in futures::future::join_all(warm).await {
+        out.unwrap();
+    }
+    let mut admin = admin().await;
+    let killed: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+    )
+    .bind(&app)
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert!(!killed.is_empty() && killed.iter().all(|k| *k));
+    for i in 0..8u32 {
+        let out: Result<u32, Error> = idem.call("after", &i).run(|| async { Ok(i) }).await;
+        assert_eq!(out.unwrap(), i);
+    }
+}
+
+/// Environment variable that makes `race_worker` a worker.
+const WORKER: &str = "IDEM_PG_RACE_WORKER";
+const KEYS: u32 = 1000;
+
+/// Two OS processes race on the same 1,000 keys through one PostgreSQL;
+/// every body increments a counter row, so the table says how often each
+/// body ran in total.
+#[tokio::test]
+async fn two_processes_racing_run_each_body_once() {
+    let url = pg_server::url().await;
+    let schema = pg_server::unique_schema("race");
+    let store = PostgresStore::builder()
+        .schema(schema.clone())
+        .connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let mut admin = admin().await;
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE \"{schema}\".runs (key int PRIMARY KEY, n int NOT NULL)"
+    ))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["race_worker", "--exact", "--nocapture", "--test-threads=1"])
+                .env(WORKER, &schema)
+                .env("IDEM_TEST_DATABASE_URL", &url)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut worker in workers {
+        assert!(worker.wait().unwrap().success(), "a worker failed");
+    }
+    let elapsed = started.elapsed();
+    let (rows, total, max): (i64, i64, i32) = sqlx::query_as(&format!(
+        "SELECT count(*), coalesce(sum(n), 0), coalesce(max(n), 0) FROM \"{schema}\".runs"
+    ))
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    println!("2 processes x {KEYS} keys in {elapsed:?}");
+    assert_eq!((rows, total, max), (i64::from(KEYS), i64::from(KEYS), 1));
+}
+
+/// Not a test of its own: the entry point of `two_processes_racing…`'s
+/// child processes (a no-op unless `IDEM_PG_RACE_WORKER` is set).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_worker() {
+    let Ok(schema) = std::env::var(WORKER) else {
+        return;
+    };
+    let url = pg_server::url().await;
+    let store = PostgresStore::builder()
+        .schema(schema.clone())
+        .connect(&url)
+        .await
+        .unwrap();
+    let idem = Idempotency::new(store);
+    let mut counter = PgConnection::connect(&url).await.unwrap();
+    let bump = format!(
+        "INSERT INTO \"{schema}\".runs (key, n) VALUES ($1, 1) \
+         ON CONFLICT (key) DO UPDATE SET n = runs.n + 1"
+    );
+    let counter = tokio::sync::Mutex::new(&mut counter);
+    let tasks = (0..KEYS).map(|key| {
+        let (idem, bump, counter) = (&idem, &bump, &counter);
+        async move {
+            // Both processes go through the keys in the same order, so
+            // they collide on most of them; a call that meets the other's
+            // claim waits for its value.
+            idem.call("race", &key)
+                .wait(Duration::from_secs(30))
+                .run(|| async {
+                    sqlx::query(bump)
+                        .bind(key as i32)
+                        .execute(&mut **counter.lock().await)
+                        .await
+                        .map_err(|err| Error::Store(idem::StoreError::new("counter", err)))?;
+                    Ok::<_, Error>(key)
+                })
+                .await
+        }
+    });
+    use futures::StreamExt;
+    let results: Vec<_> = futures::stream::iter(tasks)
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for out in results {
+        out.unwrap();
+    }
+}

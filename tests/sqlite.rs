@@ -1,0 +1,147 @@
+//! The conformance suite on `SqliteStore` (a temporary file per case), and
+//! durability across processes: a record written by one process is
+//! replayed by a second one started afterwards on the same file.
+
+mod conformance;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use idem::{Claim, ClaimOutcome, Error, Fence, Fingerprint, Idempotency, RecordKey, SqliteStore, Store, Token};
+
+/// A path in a fresh temporary directory. The directories stay behind in
+/// the system's temporary directory (a few KiB each).
+fn temp_db(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "idem-sqlite-{}-{:016x}",
+        std::process::id(),
+        Token::random().to_u128() as u64
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+conformance_suite!(async {
+    Idempotency::new(SqliteStore::open(temp_db("conformance.db")).await.unwrap())
+});
+
+#[tokio::test]
+async fn opens_in_wal_mode_and_reopens() {
+    let path = temp_db("wal.db");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let out: Result<u8, Error> = Idempotency::new(store.clone())
+        .call("s", "k")
+        .run(|| async { Ok(1) })
+        .await;
+    assert_eq!(out.unwrap(), 1);
+    store.close().await;
+    let wal = path.with_extension("db-wal");
+    assert!(wal.exists() || path.exists());
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
+        "sqlite://{}",
+        path.display()
+    ))
+    .await
+    .unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    // Opening again keeps the records (the migration is idempotent).
+    let again = SqliteStore::open(&path).await.unwrap();
+    let replay: Result<u8, Error> = Idempotency::new(again)
+        .call("s", "k")
+        .run(|| async { panic!("must replay") })
+        .await;
+    assert_eq!(replay.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn purge_expired_deletes_only_expired_rows() {
+    let store = SqliteStore::open(temp_db("purge.db")).await.unwrap();
+    let short = Duration::from_millis(150);
+    for i in 0..40u32 {
+        let life = if i % 4 == 0 {
+            Duration::from_secs(60)
+        } else {
+            short
+        };
+        let key = RecordKey::new("purge", &i);
+        let claim = Claim {
+            token: Token::random(),
+            fingerprint: Fingerprint::NONE,
+            lease: life,
+        };
+        assert!(matches!(
+            store.claim(&key, &claim).await.unwrap(),
+            ClaimOutcome::Won { .. }
+        ));
+        if i % 2 == 0 {
+            assert_eq!(
+                store.complete(&key, claim.token, b"r", life).await.unwrap(),
+                Fence::Held
+            );
+        }
+    }
+    assert_eq!(store.purge_expired().await.unwrap(), 0);
+    tokio::time::sleep(short * 2).await;
+    assert_eq!(store.purge_expired().await.unwrap(), 30);
+    assert_eq!(store.purge_expired().await.unwrap(), 0);
+}
+
+const WORKER: &str = "IDEM_SQLITE_WORKER";
+
+/// Process one runs the body and exits; process two, started afterwards
+/// on the same file, replays the value without running the body.
+#[test]
+fn a_record_written_by_one_process_is_replayed_by_the_next() {
+    let path = temp_db("two-processes.db");
+    let run = |role: &str| {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["sqlite_worker", "--exact", "--nocapture", "--test-threads=1"])
+            .env(WORKER, format!("{role}:{}", path.display()))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{role}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .lines()
+            .find_map(|line| line.split_once("RESULT ").map(|(_, result)| result))
+            .unwrap_or_else(|| panic!("{role} printed no result: {stdout}"))
+            .to_owned()
+    };
+    let first = run("first");
+    let second = run("second");
+    assert!(first.starts_with("ran "), "{first}");
+    assert_eq!(second, first.replacen("ran ", "replayed ", 1));
+}
+
+/// Not a test of its own: the entry point of the processes that
+/// `a_record_written_by_one_process…` starts (a no-op unless
+/// `IDEM_SQLITE_WORKER` is set).
+#[tokio::test]
+async fn sqlite_worker() {
+    let Ok(spec) = std::env::var(WORKER) else {
+        return;
+    };
+    let (role, path) = spec.split_once(':').unwrap();
+    let store = SqliteStore::open(path).await.unwrap();
+    let idem = Idempotency::new(store);
+    let pid = std::process::id();
+    let out = idem
+        .call("jobs", "job-1")
+        .run_reported(|| async {
+            assert_eq!(role, "first", "the second process ran the body");
+            Ok::<_, Error>(format!("value from pid {pid}"))
+        })
+        .await;
+    let value = out.result.unwrap();
+    let how = if out.replayed { "replayed" } else { "ran" };
+    println!("\nRESULT {how} {value}");
+}
