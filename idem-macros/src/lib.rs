@@ -1,21 +1,92 @@
 //! The `#[idempotent]` attribute of [idem](https://docs.rs/idem).
 //!
-//! Use it through the `idem` crate, which documents every option; this
-//! crate only parses the attribute into a typed model ([`args`]) and
-//! expands it ([`expand`]) into calls on `::idem::__private`.
+//! Use it through the `idem` crate (`idem::idempotent`). This crate only
+//! parses the attribute into a typed model (`args`), checks the signature
+//! (`checks`) and expands it (`expand`) into calls on `::idem::__private`.
 
 #![warn(missing_docs)]
 
 mod args;
+mod checks;
 mod duration;
 mod expand;
 
 use proc_macro::TokenStream;
 
-/// Makes an async fn idempotent. See the `idem` crate for the options.
+/// Makes an `async fn` idempotent: each call derives or extracts a key,
+/// claims it in a store, runs the body only if the claim was won, stores
+/// the `Ok` value and replays it to every duplicate until its TTL ends.
+///
+/// ```
+/// use idem::{idempotent, Idempotency, MemoryStore};
+/// use serde::{Deserialize, Serialize};
+/// use std::sync::LazyLock;
+///
+/// static IDEM: LazyLock<Idempotency> = LazyLock::new(|| Idempotency::new(MemoryStore::new()));
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct ChargeRequest { idempotency_key: String, tenant: u64, amount_cents: u64 }
+///
+/// #[idempotent(
+///     key = req.idempotency_key,         // else: a hash of the parameters not skipped
+///     scope = ("payments", req.tenant),  // else: module path and fn name
+///     ttl = "24h",                       // how long the result is replayed
+///     lease = "30s",                     // how long a crashed caller's claim blocks the key
+///     wait = "2s",                       // how long a duplicate waits for a call in progress
+///     store = IDEM,                      // else: the handle given to `idem::install`
+///     errors = "release",                // or "replay", or a `fn(&E) -> bool`
+/// )]
+/// async fn charge(req: ChargeRequest) -> Result<u64, idem::Error> {
+///     Ok(req.amount_cents)
+/// }
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # let req = || ChargeRequest { idempotency_key: "k".into(), tenant: 1, amount_cents: 5 };
+/// # assert_eq!(charge(req()).await.unwrap(), charge(req()).await.unwrap());
+/// # }
+/// ```
+///
+/// # Options
+///
+/// All optional, in any order, each at most once.
+///
+/// | option | form | default |
+/// | --- | --- | --- |
+/// | `key` | an expression of a type implementing `idem::KeyPart` (strings, integers, byte slices, `uuid::Uuid`, references and tuples of these), evaluated before the body with the parameters in scope | a SHA-256 of every parameter not skipped |
+/// | `scope` | an expression implementing `KeyPart`, often a literal or a tuple (`("payments", req.tenant)`): the same key in two scopes is two records | `module_path!()::fn_name` |
+/// | `ttl` | a duration literal (`"500ms"`, `"30s"`, `"15m"`, `"24h"`, `"7d"`, `"1h30m"`) or a `std::time::Duration` expression: how long a completed result is replayed | `"24h"` |
+/// | `lease` | as `ttl`: how long an in-progress claim is held before another caller may take over; renewed while the body runs | `"30s"` |
+/// | `wait` | as `ttl`: how long a duplicate waits for a call in progress before `idem::Error::InProgress` | `"0s"` |
+/// | `store` | an `idem::Idempotency`, or something that derefs to one (`self.idem`, a `static` `LazyLock<Idempotency>`, an `Arc<Idempotency>`) | the handle set by `idem::install` |
+/// | `fingerprint` | a `serde::Serialize` expression that must match when a key is reused, or `false` | a SHA-256 of every parameter not skipped |
+/// | `skip(a, b)` | parameters left out of the derived key and fingerprint (pools, clients, handles); `self` is always left out | none |
+/// | `errors` | `"release"` (an `Err` releases the key, a retry runs again), `"replay"` (the `Err` is stored and replayed; `E` must be serializable), or the path of a `fn(&E) -> bool` that says which errors to store | `"release"` |
+/// | `crate` | the path of the `idem` crate, for crates that re-export it | `::idem` |
+///
+/// Works on free `async fn`s, methods taking `&self`, `&mut self` or
+/// `self: Arc<Self>`, generic fns and fns in trait impls; the signature
+/// the caller sees is unchanged. The return type is `Result<T, E>` (or an
+/// alias such as `anyhow::Result<T>`) with `T: Serialize +
+/// DeserializeOwned` and `E: From<idem::Error>`.
+///
+/// Key and fingerprint are computed before the body runs. Every mistake
+/// the types can show is a compile error at the offending token: a
+/// non-async fn, a return type that is not a `Result`, an `Ok` type that is
+/// not serializable or borrows, an error type without
+/// `From<idem::Error>`, an unknown or repeated option, a malformed
+/// duration, a `lease` longer than the `ttl`, a hashed parameter that is
+/// not `Serialize`, a `skip` naming no parameter, a `key` that is not a
+/// `KeyPart`, a `fingerprint` that is not `Serialize`, a `store` that is
+/// not an `Idempotency`.
 #[proc_macro_attribute]
 pub fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
-    expand::idempotent(args.into(), item.into())
-        .unwrap_or_else(syn::Error::into_compile_error)
-        .into()
+    let original = proc_macro2::TokenStream::from(item.clone());
+    match expand::idempotent(args.into(), item.into()) {
+        Ok(expanded) => expanded.into(),
+        // The item is kept as written, so a mistake in the attribute is
+        // not followed by errors at every caller of a missing function.
+        Err(error) => {
+            let error = error.into_compile_error();
+            quote::quote!(#error #original).into()
+        }
+    }
 }
