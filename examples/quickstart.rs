@@ -1,6 +1,10 @@
 //! idem in one screen, on the in-memory store: no server needed.
 //!
 //! Run: `cargo run --example quickstart`
+//!
+//! Or on a SQLite file, whose records survive restarts (run it twice: the
+//! second run replays every charge and runs no body):
+//! `cargo run --example quickstart --features sqlite -- --sqlite /tmp/idem.db`
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -49,10 +53,20 @@ fn request(key: &str, amount_cents: u64) -> ChargeRequest {
 
 #[tokio::main]
 async fn main() -> Result<(), idem::Error> {
-    idem::install(Idempotency::new(MemoryStore::new()));
+    let idem = match sqlite_path() {
+        Some(path) => open_sqlite(&path).await?,
+        None => Idempotency::new(MemoryStore::new()),
+    };
+    idem::install(idem);
 
     let first = charge(request("order-1", 1200)).await?;
-    println!("first call:        ran the body   -> {first:?}");
+    // On a SQLite file kept from an earlier run, even this one replays.
+    let how = if CHARGES.load(Ordering::SeqCst) == 1 {
+        "ran the body"
+    } else {
+        "replayed    "
+    };
+    println!("first call:        {how}   -> {first:?}");
 
     let again = charge(request("order-1", 1200)).await?;
     println!("duplicate:         replayed       -> {again:?}");
@@ -81,4 +95,35 @@ async fn main() -> Result<(), idem::Error> {
     let ran = CHARGES.load(Ordering::SeqCst);
     println!("the body ran {ran} time(s) for 23 calls");
     Ok(())
+}
+
+/// `--sqlite PATH`, if given.
+fn sqlite_path() -> Option<String> {
+    let mut args = std::env::args().skip(1);
+    match (args.next().as_deref(), args.next(), args.next()) {
+        (None, ..) => None,
+        (Some("--sqlite"), Some(path), None) => Some(path),
+        _ => {
+            eprintln!("usage: quickstart [--sqlite PATH]");
+            std::process::exit(2)
+        }
+    }
+}
+
+#[cfg(feature = "sqlite")]
+async fn open_sqlite(path: &str) -> Result<Idempotency, idem::Error> {
+    println!("store: the SQLite file {path} (records survive restarts)");
+    let store = idem::SqliteStore::open(path)
+        .await
+        .map_err(idem::Error::Store)?;
+    Ok(Idempotency::new(store))
+}
+
+#[cfg(not(feature = "sqlite"))]
+async fn open_sqlite(_: &str) -> Result<Idempotency, idem::Error> {
+    eprintln!(
+        "--sqlite needs the `sqlite` feature: \
+         cargo run --example quickstart --features sqlite -- --sqlite PATH"
+    );
+    std::process::exit(2)
 }

@@ -359,3 +359,130 @@ async fn race_worker() {
         out.unwrap();
     }
 }
+
+/// A TCP proxy in front of the server that counts turns: a turn is the
+/// client writing after the server last spoke (or first).
+struct TurnCounter {
+    addr: std::net::SocketAddr,
+    turns: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl TurnCounter {
+    async fn start(upstream: String) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let turns = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = turns.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+                let (mut client_rx, mut client_tx) = client.into_split();
+                let (mut server_rx, mut server_tx) = server.into_split();
+                // true while the server spoke last.
+                let server_spoke = std::sync::Arc::new(AtomicBool::new(true));
+                let (spoke, turns) = (server_spoke.clone(), counted.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0; 64 * 1024];
+                    while let Ok(n @ 1..) = client_rx.read(&mut buf).await {
+                        if spoke.swap(false, Ordering::SeqCst) {
+                            turns.fetch_add(1, Ordering::SeqCst);
+                        }
+                        if server_tx.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                tokio::spawn(async move {
+                    let mut buf = vec![0; 64 * 1024];
+                    while let Ok(n @ 1..) = server_rx.read(&mut buf).await {
+                        server_spoke.store(true, Ordering::SeqCst);
+                        if client_tx.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        TurnCounter { addr, turns }
+    }
+
+    /// Turns since the last call, once the traffic has settled.
+    async fn take(&self) -> usize {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        self.turns.swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// SPEC §6: each step is one round trip, and so is a replay. Counted on
+/// the wire, through a proxy, for both kinds of connections.
+#[tokio::test]
+async fn each_step_is_one_round_trip() {
+    let url = pg_server::url().await;
+    let schema = pg_server::unique_schema("turns");
+    let direct: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let upstream = format!("{}:{}", direct.get_host(), direct.get_port());
+    let proxy = TurnCounter::start(upstream).await;
+    let via_proxy = direct.host("127.0.0.1").port(proxy.addr.port());
+    let own = PostgresStore::builder()
+        .schema(schema.clone())
+        .max_connections(1)
+        .connect_with(via_proxy.clone())
+        .await
+        .unwrap();
+    own.migrate().await.unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect_with(via_proxy)
+        .await
+        .unwrap();
+    let pooled = PostgresStore::builder()
+        .schema(schema)
+        .from_pool(pool)
+        .unwrap();
+
+    let mut report = Vec::new();
+    for (name, store) in [("own", &own as &dyn Store), ("pool", &pooled)] {
+        // Warm up: the first use of each statement on a connection
+        // prepares it.
+        for _ in 0..2 {
+            let key = RecordKey::new("warm", &Token::random().to_u128());
+            let c = claim(Duration::from_secs(30));
+            store.claim(&key, &c).await.unwrap();
+            store.renew(&key, c.token, c.lease).await.unwrap();
+            store.release(&key, c.token).await.unwrap();
+            store.claim(&key, &c).await.unwrap();
+            store.complete(&key, c.token, b"r", c.lease).await.unwrap();
+        }
+        proxy.take().await;
+        let key = RecordKey::new("turns", &Token::random().to_u128());
+        let c = claim(Duration::from_secs(30));
+        store.claim(&key, &c).await.unwrap();
+        let claim_turns = proxy.take().await;
+        store.renew(&key, c.token, c.lease).await.unwrap();
+        let renew_turns = proxy.take().await;
+        store.complete(&key, c.token, b"r", c.lease).await.unwrap();
+        let complete_turns = proxy.take().await;
+        let again = claim(Duration::from_secs(30));
+        assert!(matches!(
+            store.claim(&key, &again).await.unwrap(),
+            ClaimOutcome::Completed { .. }
+        ));
+        let replay_turns = proxy.take().await;
+        let other = RecordKey::new("turns", &Token::random().to_u128());
+        store.claim(&other, &c).await.unwrap();
+        proxy.take().await;
+        store.release(&other, c.token).await.unwrap();
+        let release_turns = proxy.take().await;
+        let turns = [claim_turns, renew_turns, complete_turns, replay_turns, release_turns];
+        println!("{name}: turns for claim, renew, complete, replay, release = {turns:?}");
+        report.push((name, turns));
+    }
+    // The store's own connections: one turn per step.
+    assert_eq!(report[0].1, [1; 5], "{report:?}");
+    // A sqlx pool without test_before_acquire: the statement plus the ping
+    // on release.
+    assert_eq!(report[1].1, [2; 5], "{report:?}");
+}

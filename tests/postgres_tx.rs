@@ -199,7 +199,10 @@ async fn a_committed_call_makes_one_order_and_duplicates_replay() {
     assert_eq!((f.orders().await, f.completed().await), (1, 1));
     // Another payload under the same key is refused, in the transaction.
     let other = place(&f, "o-3", "sku-9", &runs).await;
-    assert!(matches!(other, Err(AppError::Idem(ref m)) if m.contains("different payload")), "{other:?}");
+    assert!(
+        matches!(other, Err(AppError::Idem(ref m)) if m.contains("different payload")),
+        "{other:?}"
+    );
     assert_eq!(f.orders().await, 1);
 }
 
@@ -277,13 +280,10 @@ async fn a_process_that_dies_before_commit_leaves_nothing() {
     assert!(settled, "the dead worker's session lingers");
     assert_eq!((f.orders().await, f.records().await), (0, 0));
     let runs = AtomicUsize::new(0);
-    let order = tokio::time::timeout(
-        Duration::from_secs(5),
-        place(&f, "o-5", "sku-5", &runs),
-    )
-    .await
-    .expect("the retry waited for a lease")
-    .unwrap();
+    let order = tokio::time::timeout(Duration::from_secs(5), place(&f, "o-5", "sku-5", &runs))
+        .await
+        .expect("the retry waited for a lease")
+        .unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(order.sku, "sku-5");
     assert_eq!((f.orders().await, f.completed().await), (1, 1));

@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use idem::{Claim, ClaimOutcome, Error, Fence, Fingerprint, Idempotency, RecordKey, SqliteStore, Store, Token};
+use idem::{
+    Claim, ClaimOutcome, Error, Fence, Fingerprint, Idempotency, RecordKey, SqliteStore, Store,
+    Token,
+};
 
 /// A path in a fresh temporary directory. The directories stay behind in
 /// the system's temporary directory (a few KiB each).
@@ -100,7 +103,12 @@ fn a_record_written_by_one_process_is_replayed_by_the_next() {
     let path = temp_db("two-processes.db");
     let run = |role: &str| {
         let out = Command::new(std::env::current_exe().unwrap())
-            .args(["sqlite_worker", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                "sqlite_worker",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(WORKER, format!("{role}:{}", path.display()))
             .output()
             .unwrap();

@@ -89,7 +89,7 @@ struct Inner {
 }
 
 enum Source {
-    Own(Conns),
+    Own(Box<Conns>),
     Pool(PgPool),
 }
 
@@ -187,18 +187,19 @@ impl PostgresStoreBuilder {
     /// [`PostgresStore`] for why), opening one at once so that a wrong URL
     /// fails here.
     pub async fn connect(self, url: &str) -> Result<PostgresStore, StoreError> {
-        let options: PgConnectOptions = url
-            .parse()
-            .map_err(|err| StoreError::new(BACKEND, err))?;
+        let options: PgConnectOptions = url.parse().map_err(|err| StoreError::new(BACKEND, err))?;
         self.connect_with(options).await
     }
 
     /// As [`connect`](Self::connect), with sqlx's connect options.
-    pub async fn connect_with(self, options: PgConnectOptions) -> Result<PostgresStore, StoreError> {
+    pub async fn connect_with(
+        self,
+        options: PgConnectOptions,
+    ) -> Result<PostgresStore, StoreError> {
         let sql = Sql::new(&self.schema, &self.table)?;
         let conns = Conns::new(options, self.max_connections, self.acquire_timeout);
         conns.acquire().await?.keep();
-        Ok(self.build(sql, Source::Own(conns)))
+        Ok(self.build(sql, Source::Own(Box::new(conns))))
     }
 
     /// A store on the caller's sqlx pool. Each step is still one statement,
@@ -379,10 +380,13 @@ impl PostgresStore {
             sqlx::raw_sql(&sql.migration(step))
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query(&format!("INSERT INTO {} (version) VALUES ($1)", sql.versions))
-                .bind(version)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(&format!(
+                "INSERT INTO {} (version) VALUES ($1)",
+                sql.versions
+            ))
+            .bind(version)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await
     }

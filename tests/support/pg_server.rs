@@ -64,16 +64,14 @@ pub async fn drop_stale_schemas(url: &str) {
         .unwrap()
         .as_secs()
         - 86_400;
-    let names: Vec<String> =
-        sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'idem\\_t\\_%'")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap_or_default();
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'idem\\_t\\_%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap_or_default();
     for name in names {
-        let secs = name
-            .split('_')
-            .nth(2)
-            .and_then(|s| s.parse::<u64>().ok());
+        let secs = name.split('_').nth(2).and_then(|s| s.parse::<u64>().ok());
         if secs.is_some_and(|secs| secs < cutoff) {
             let _ = sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
                 .execute(&mut conn)
@@ -122,7 +120,15 @@ impl PrivateServer {
             run(Command::new("chown").arg("postgres:").arg(&dir));
         }
         run(as_postgres(&bin.join("initdb"))
-            .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "-D"])
+            .args([
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "-D",
+            ])
             .arg(dir.join("data")));
         let port = free_port();
         let mut guardian = Command::new("sh")
@@ -196,7 +202,11 @@ fn pg_ctl_start(bin: &Path, dir: &Path, port: u16) -> String {
 }
 
 fn pg_ctl(bin: &Path, dir: &Path, args: &str) -> String {
-    let pg_ctl = format!("'{}' -D '{}' {args}", bin.join("pg_ctl").display(), dir.join("data").display());
+    let pg_ctl = format!(
+        "'{}' -D '{}' {args}",
+        bin.join("pg_ctl").display(),
+        dir.join("data").display()
+    );
     if is_root() {
         format!("runuser -u postgres -- {pg_ctl}")
     } else {
