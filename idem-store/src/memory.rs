@@ -12,6 +12,8 @@ use tokio::time::Instant;
 
 const SHARDS: usize = 64;
 const SWEEP_EVERY: u32 = 1024;
+/// A full shard evicts this fraction of itself at once.
+const EVICT_FRACTION: usize = 16;
 
 /// The default bound on records: one million.
 const DEFAULT_MAX_RECORDS: usize = 1_000_000;
@@ -22,8 +24,9 @@ const DEFAULT_MAX_RECORDS: usize = 1_000_000;
 /// The map is split in 64 shards so calls on different keys rarely share a
 /// lock. Expiry is judged by tokio's monotonic clock. The store is bounded:
 /// when a shard is full, expired records go first, then the completed
-/// record closest to expiry; in-progress claims are never evicted, and a
-/// shard full of them refuses new claims with `Error::Store`.
+/// records closest to expiry (a sixteenth of the shard at a time);
+/// in-progress claims are never evicted, and a shard full of them refuses
+/// new claims with `Error::Store`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -113,22 +116,26 @@ impl Shard {
         if self.entries.len() < limit {
             return Ok(());
         }
-        let oldest = self
+        // Evict a batch of the completed records nearest expiry, not just
+        // one, so a full shard does not rescan itself on every insert.
+        let mut completed: Vec<(Instant, RecordKey)> = self
             .entries
             .iter()
             .filter(|(_, entry)| matches!(entry.state, State::Completed(_)))
-            .min_by_key(|(_, entry)| entry.until)
-            .map(|(key, _)| *key);
-        match oldest {
-            Some(key) => {
-                self.entries.remove(&key);
-                Ok(())
-            }
-            None => Err(StoreError::new(
+            .map(|(key, entry)| (entry.until, *key))
+            .collect();
+        if completed.is_empty() {
+            return Err(StoreError::new(
                 "memory",
                 "store is full of in-progress claims",
-            )),
+            ));
         }
+        let batch = (limit / EVICT_FRACTION).clamp(1, completed.len());
+        completed.select_nth_unstable(batch - 1);
+        for (_, key) in &completed[..batch] {
+            self.entries.remove(key);
+        }
+        Ok(())
     }
 
     /// The entry under `key` if it is an unexpired claim held by `token`.

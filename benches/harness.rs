@@ -1,0 +1,146 @@
+//! A small measuring harness: calls per second, p50 and p99, in rounds.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub const ROUNDS: usize = 5;
+
+#[derive(Clone, Copy)]
+pub struct Figures {
+    pub per_sec: f64,
+    pub p50: Duration,
+    pub p99: Duration,
+}
+
+/// Runs `total` calls of `call(i)` with `concurrency` tasks; `i` is unique
+/// across the whole run so fresh-key scenarios never repeat a key.
+pub async fn measure<F, Fut>(concurrency: usize, total: u64, call: F) -> Figures
+where
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let call = Arc::new(call);
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        let call = call.clone();
+        let share = total / concurrency as u64;
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(share as usize);
+            for _ in 0..share {
+                let i = NEXT.fetch_add(1, Ordering::Relaxed);
+                let t = Instant::now();
+                call(i).await;
+                latencies.push(t.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::with_capacity(total as usize);
+    for task in tasks {
+        all.extend(task.await.expect("bench task panicked"));
+    }
+    let elapsed = start.elapsed();
+    all.sort_unstable();
+    let at = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
+    Figures {
+        per_sec: all.len() as f64 / elapsed.as_secs_f64(),
+        p50: at(0.50),
+        p99: at(0.99),
+    }
+}
+
+pub struct Row {
+    pub scenario: String,
+    pub subject: String,
+    pub figures: Figures,
+    /// The subject this row is compared against, by name, or none for the
+    /// subject under test itself.
+    pub baseline_of: Option<String>,
+}
+
+pub struct Report {
+    filter: Option<String>,
+    rows: Vec<Row>,
+}
+
+impl Report {
+    pub fn new(filter: Option<String>) -> Self {
+        Self {
+            filter,
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn wants(&self, scenario: &str) -> bool {
+        self.filter.as_deref().is_none_or(|f| scenario.contains(f))
+    }
+
+    /// Runs `subjects` (name, runner) interleaved for [`ROUNDS`] rounds and
+    /// keeps each one's median round by throughput. The first subject is
+    /// idem; the rest are its baselines.
+    pub async fn scenario(&mut self, scenario: &str, subjects: Vec<(&str, Runner)>) {
+        if !self.wants(scenario) {
+            return;
+        }
+        eprintln!("bench: {scenario}");
+        let mut rounds: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
+        for _ in 0..ROUNDS {
+            for (i, (_, run)) in subjects.iter().enumerate() {
+                rounds[i].push(run().await);
+            }
+        }
+        let idem = subjects[0].0.to_owned();
+        for (i, (name, _)) in subjects.iter().enumerate() {
+            let runs = &mut rounds[i];
+            runs.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
+            self.rows.push(Row {
+                scenario: scenario.to_owned(),
+                subject: (*name).to_owned(),
+                figures: runs[runs.len() / 2],
+                baseline_of: (i > 0).then(|| idem.clone()),
+            });
+        }
+    }
+
+    pub fn print(&self) {
+        println!("| scenario | subject | calls/s | p50 | p99 | idem ÷ this |");
+        println!("| --- | --- | ---: | ---: | ---: | ---: |");
+        for row in &self.rows {
+            let ratio = match &row.baseline_of {
+                None => "—".to_owned(),
+                Some(idem) => {
+                    let base = self
+                        .rows
+                        .iter()
+                        .find(|r| r.scenario == row.scenario && &r.subject == idem)
+                        .expect("idem row");
+                    format!("{:.2}×", base.figures.per_sec / row.figures.per_sec)
+                }
+            };
+            println!(
+                "| {} | {} | {:.0} | {:.1} µs | {:.1} µs | {} |",
+                row.scenario,
+                row.subject,
+                row.figures.per_sec,
+                row.figures.p50.as_secs_f64() * 1e6,
+                row.figures.p99.as_secs_f64() * 1e6,
+                ratio
+            );
+        }
+    }
+}
+
+pub type Runner = Box<dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Figures>>>>;
+
+/// Boxes a closure that measures one round.
+pub fn runner<F, Fut>(f: F) -> Runner
+where
+    F: Fn() -> Fut + 'static,
+    Fut: Future<Output = Figures> + 'static,
+{
+    Box::new(move || Box::pin(f()))
+}

@@ -1,0 +1,27 @@
+//! Throughput and latency of idem beside its baselines, in one process.
+//!
+//! `cargo bench --bench throughput --all-features` (add `-- memory` to run
+//! only the scenarios whose name contains `memory`). Each scenario runs
+//! interleaved with its baselines for several rounds; the table reports
+//! the median round's calls per second, p50 and p99 latency, and the ratio
+//! of idem to each baseline. Ratios within one run are what to compare:
+//! absolute figures move with the machine.
+
+mod harness;
+mod memory;
+
+use harness::Report;
+
+fn main() {
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let mut report = Report::new(filter);
+    runtime.block_on(async {
+        memory::run(&mut report).await;
+    });
+    report.print();
+}
