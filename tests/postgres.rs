@@ -435,16 +435,30 @@ async fn each_step_is_one_round_trip() {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)
         .test_before_acquire(false)
-        .connect_with(via_proxy)
+        .connect_with(via_proxy.clone())
         .await
         .unwrap();
     let pooled = PostgresStore::builder()
-        .schema(schema)
+        .schema(schema.clone())
         .from_pool(pool)
+        .unwrap();
+    let default_pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(via_proxy)
+        .await
+        .unwrap();
+    let default_pooled = PostgresStore::builder()
+        .schema(schema)
+        .from_pool(default_pool)
         .unwrap();
 
     let mut report = Vec::new();
-    for (name, store) in [("own", &own as &dyn Store), ("pool", &pooled)] {
+    let stores = [
+        ("own", &own as &dyn Store),
+        ("pool", &pooled),
+        ("default pool", &default_pooled),
+    ];
+    for (name, store) in stores {
         // Warm up: the first use of each statement on a connection
         // prepares it.
         for _ in 0..2 {
@@ -476,7 +490,13 @@ async fn each_step_is_one_round_trip() {
         proxy.take().await;
         store.release(&other, c.token).await.unwrap();
         let release_turns = proxy.take().await;
-        let turns = [claim_turns, renew_turns, complete_turns, replay_turns, release_turns];
+        let turns = [
+            claim_turns,
+            renew_turns,
+            complete_turns,
+            replay_turns,
+            release_turns,
+        ];
         println!("{name}: turns for claim, renew, complete, replay, release = {turns:?}");
         report.push((name, turns));
     }
@@ -485,4 +505,6 @@ async fn each_step_is_one_round_trip() {
     // A sqlx pool without test_before_acquire: the statement plus the ping
     // on release.
     assert_eq!(report[1].1, [2; 5], "{report:?}");
+    // sqlx's defaults: a ping before the statement too.
+    assert_eq!(report[2].1, [3; 5], "{report:?}");
 }
