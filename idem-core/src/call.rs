@@ -207,6 +207,18 @@ impl<P> Call<P> {
 
     /// As [`run_on`](Call::run_on), and also tells whether the result was
     /// replayed.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// # let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
+    /// let borrowed = idem_store::MemoryStore::new();
+    /// let out = idem
+    ///     .call("demo", "k")
+    ///     .run_on_reported(&borrowed, || async { Ok::<_, idem_core::Error>(1u8) })
+    ///     .await;
+    /// assert!(!out.replayed);
+    /// # }
+    /// ```
     pub async fn run_on_reported<S, T, E, F, Fut>(
         self,
         store: &S,

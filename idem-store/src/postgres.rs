@@ -146,6 +146,12 @@ impl Default for PostgresStoreBuilder {
 impl PostgresStoreBuilder {
     /// The schema of the records table (default `public`); `migrate`
     /// creates it if missing. ASCII letters, digits and `_`.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem_core::StoreError> {
+    /// let builder = idem_store::PostgresStore::builder().schema("idem");
+    /// # Ok(()) }
+    /// ```
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = schema.into();
         self
@@ -155,6 +161,12 @@ impl PostgresStoreBuilder {
     /// `<table>_migrations`, the function `<table>_claim` and the index
     /// `<table>_expires_at` beside it. ASCII letters, digits and `_`, at
     /// most 52 bytes.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem_core::StoreError> {
+    /// let builder = idem_store::PostgresStore::builder().table("checkout_idem");
+    /// # Ok(()) }
+    /// ```
     pub fn table(mut self, table: impl Into<String>) -> Self {
         self.table = table.into();
         self
@@ -163,6 +175,12 @@ impl PostgresStoreBuilder {
     /// How many connections [`connect`](Self::connect) opens at most
     /// (default 10). Ignored by [`from_pool`](Self::from_pool), whose pool
     /// has its own limit.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem_core::StoreError> {
+    /// let builder = idem_store::PostgresStore::builder().max_connections(32);
+    /// # Ok(()) }
+    /// ```
     pub fn max_connections(mut self, max: u32) -> Self {
         self.max_connections = max;
         self
@@ -170,6 +188,13 @@ impl PostgresStoreBuilder {
 
     /// How long a step waits for a connection before `Error::Store`
     /// (default 5 s).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem_core::StoreError> {
+    /// let builder = idem_store::PostgresStore::builder()
+    ///     .acquire_timeout(std::time::Duration::from_secs(1));
+    /// # Ok(()) }
+    /// ```
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
         self
@@ -178,6 +203,12 @@ impl PostgresStoreBuilder {
     /// How many rows one statement of
     /// [`purge_expired`](PostgresStore::purge_expired) deletes (default
     /// 5,000): small batches keep locks and WAL bursts short.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem_core::StoreError> {
+    /// let builder = idem_store::PostgresStore::builder().purge_batch(1_000);
+    /// # Ok(()) }
+    /// ```
     pub fn purge_batch(mut self, rows: u32) -> Self {
         self.purge_batch = rows.max(1);
         self
@@ -186,12 +217,31 @@ impl PostgresStoreBuilder {
     /// Connects to `url` with connections of the store's own (see
     /// [`PostgresStore`] for why), opening one at once so that a wrong URL
     /// fails here.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem_core::StoreError> {
+    /// let store = idem_store::PostgresStore::builder()
+    ///     .connect("postgres://app@localhost/app")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(self, url: &str) -> Result<PostgresStore, StoreError> {
         let options: PgConnectOptions = url.parse().map_err(|err| StoreError::new(BACKEND, err))?;
         self.connect_with(options).await
     }
 
     /// As [`connect`](Self::connect), with sqlx's connect options.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem_core::StoreError> {
+    /// let options: sqlx::postgres::PgConnectOptions = "postgres://app@localhost/app"
+    ///     .parse()
+    ///     .map_err(|err| idem_core::StoreError::new("postgres", err))?;
+    /// let store = idem_store::PostgresStore::builder()
+    ///     .connect_with(options.application_name("checkout"))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect_with(
         self,
         options: PgConnectOptions,
@@ -206,6 +256,14 @@ impl PostgresStoreBuilder {
     /// but the pool pings connections (see [`PostgresStore`]); prefer
     /// [`connect`](Self::connect) where round trips matter, or build the
     /// pool with `test_before_acquire(false)`.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem_core::StoreError> {
+    /// let pool = sqlx::PgPool::connect_lazy("postgres://app@localhost/app")
+    ///     .map_err(|err| idem_core::StoreError::new("postgres", err))?;
+    /// let store = idem_store::PostgresStore::builder().schema("idem").from_pool(pool)?;
+    /// # Ok(()) }
+    /// ```
     pub fn from_pool(self, pool: PgPool) -> Result<PostgresStore, StoreError> {
         let sql = Sql::new(&self.schema, &self.table)?;
         Ok(self.build(sql, Source::Pool(pool)))

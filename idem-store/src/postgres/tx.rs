@@ -18,6 +18,14 @@ use super::{BACKEND, ClaimBytes, Out, PostgresStore, Want, claim_outcome, send_o
 
 /// A call that will run inside a database transaction. Made by
 /// [`PostgresStore::in_transaction`]; run by [`run`](InTransaction::run).
+///
+/// ```no_run
+/// # async fn f(store: idem_store::PostgresStore, idem: idem_core::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::Postgres>) {
+/// let call: idem_store::postgres::InTransaction<'_, _> =
+///     store.in_transaction(&mut tx, idem.call("orders", "order-1"));
+/// let out: Result<u8, idem_core::Error> = call.run(async |_conn| Ok(1)).await;
+/// # }
+/// ```
 #[must_use = "a call does nothing until `.run(…)` is awaited"]
 pub struct InTransaction<'a, P> {
     store: &'a PostgresStore,
@@ -185,9 +193,13 @@ impl Store for TxStore<'_> {
         ttl: Duration,
     ) -> Result<Fence, StoreError> {
         let token = token.to_bytes();
-        let query = self
-            .sql
-            .complete_query(&self.sql.complete_locked, key.as_bytes(), &token, record, ttl);
+        let query = self.sql.complete_query(
+            &self.sql.complete_locked,
+            key.as_bytes(),
+            &token,
+            record,
+            ttl,
+        );
         Ok(self.send(Want::RowsAffected, query).await?.fence())
     }
 
