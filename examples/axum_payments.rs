@@ -43,7 +43,10 @@ async fn main() -> anyhow::Result<()> {
 
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (idem, store_name) = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        [] => (Idempotency::new(idem::MemoryStore::new()), "memory".to_owned()),
+        [] => (
+            Idempotency::new(idem::MemoryStore::new()),
+            "memory".to_owned(),
+        ),
         ["--redis", url] => (redis(url).await?, format!("redis at {url}")),
         ["--postgres", url] => (postgres(url).await?, format!("postgres at {url}")),
         ["--sqlite", path] => (sqlite(path).await?, format!("sqlite at {path}")),
@@ -80,7 +83,9 @@ async fn redis(url: &str) -> anyhow::Result<Idempotency> {
 
 #[cfg(not(feature = "redis"))]
 async fn redis(_: &str) -> anyhow::Result<Idempotency> {
-    anyhow::bail!("--redis needs the `redis` feature: cargo run --example axum_payments --features axum,redis -- --redis URL")
+    anyhow::bail!(
+        "--redis needs the `redis` feature: cargo run --example axum_payments --features axum,redis -- --redis URL"
+    )
 }
 
 #[cfg(feature = "postgres")]
@@ -92,7 +97,9 @@ async fn postgres(url: &str) -> anyhow::Result<Idempotency> {
 
 #[cfg(not(feature = "postgres"))]
 async fn postgres(_: &str) -> anyhow::Result<Idempotency> {
-    anyhow::bail!("--postgres needs the `postgres` feature: cargo run --example axum_payments --features axum,postgres -- --postgres URL")
+    anyhow::bail!(
+        "--postgres needs the `postgres` feature: cargo run --example axum_payments --features axum,postgres -- --postgres URL"
+    )
 }
 
 #[cfg(feature = "sqlite")]
@@ -102,5 +109,7 @@ async fn sqlite(path: &str) -> anyhow::Result<Idempotency> {
 
 #[cfg(not(feature = "sqlite"))]
 async fn sqlite(_: &str) -> anyhow::Result<Idempotency> {
-    anyhow::bail!("--sqlite needs the `sqlite` feature: cargo run --example axum_payments --features axum,sqlite -- --sqlite PATH")
+    anyhow::bail!(
+        "--sqlite needs the `sqlite` feature: cargo run --example axum_payments --features axum,sqlite -- --sqlite PATH"
+    )
 }

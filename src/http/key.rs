@@ -213,10 +213,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
 impl<S: Send + Sync> OptionalFromRequestParts<S> for IdempotencyKey {
     type Rejection = Problem;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        _: &S,
-    ) -> Result<Option<Self>, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Option<Self>, Self::Rejection> {
         Self::from_headers(&parts.headers)
     }
 }

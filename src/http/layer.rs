@@ -276,7 +276,10 @@ impl IdempotencyLayer {
     /// // Store only successes: every 4xx may be retried with the same key.
     /// let layer = layer.store_status(|status: StatusCode| status.is_success());
     /// ```
-    pub fn store_status(mut self, stores: impl Fn(StatusCode) -> bool + Send + Sync + 'static) -> Self {
+    pub fn store_status(
+        mut self,
+        stores: impl Fn(StatusCode) -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.config().store_status = Arc::new(stores);
         self
     }
@@ -427,7 +430,10 @@ where
         Some(matched) => matched.as_str().to_owned(),
         None => parts.uri.path().to_owned(),
     };
-    let principal = config.principal.as_ref().and_then(|principal| principal(&parts));
+    let principal = config
+        .principal
+        .as_ref()
+        .and_then(|principal| principal(&parts));
     let scope = HttpScope {
         method: parts.method.as_str().to_owned(),
         route,
@@ -476,7 +482,10 @@ where
                     limit = settings.max_response_bytes,
                     "idem: response too large to store; sent unstored and claim released"
                 );
-                return Err(Failure::Unstored(Response::from_parts(parts, Body::from(body))));
+                return Err(Failure::Unstored(Response::from_parts(
+                    parts,
+                    Body::from(body),
+                )));
             }
             let stored = StoredResponse::capture(&parts, &body, &settings.stored_headers);
             *slot = Some(Response::from_parts(parts, Body::from(body)));

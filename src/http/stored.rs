@@ -44,10 +44,7 @@ impl StoredResponse {
     pub(crate) fn into_replay(self) -> Response {
         let mut headers = HeaderMap::with_capacity(self.headers.len() + 1);
         for (name, Blob(value)) in self.headers {
-            match (
-                HeaderName::try_from(name),
-                HeaderValue::from_bytes(&value),
-            ) {
+            match (HeaderName::try_from(name), HeaderValue::from_bytes(&value)) {
                 (Ok(name), Ok(value)) => {
                     headers.append(name, value);
                 }
