@@ -54,7 +54,7 @@ async fn main() -> anyhow::Result<()> {
             println!("{USAGE}");
             return Ok(());
         }
-        _ => anyhow::bail!("{USAGE}"),
+        _ => refuse(USAGE),
     };
 
     let addr: SocketAddr = std::env::var("IDEM_EXAMPLE_ADDR")
@@ -64,7 +64,7 @@ async fn main() -> anyhow::Result<()> {
     let router = app::router(app::Payments::new(idem, &options), &options);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     println!(
-        "payments on http://{} with the {store_name} store; Ctrl-C stops",
+        "payments on http://{} (store: {store_name}); Ctrl-C stops",
         listener.local_addr()?
     );
     axum::serve(listener, router)
@@ -78,13 +78,13 @@ async fn main() -> anyhow::Result<()> {
 #[cfg(feature = "redis")]
 async fn redis(url: &str) -> anyhow::Result<Idempotency> {
     let _ = url;
-    anyhow::bail!("--redis: RedisStore is not built in yet")
+    refuse("--redis: RedisStore is not built in yet")
 }
 
 #[cfg(not(feature = "redis"))]
 async fn redis(_: &str) -> anyhow::Result<Idempotency> {
-    anyhow::bail!(
-        "--redis needs the `redis` feature: cargo run --example axum_payments --features axum,redis -- --redis URL"
+    refuse(
+        "--redis needs the `redis` feature: cargo run --example axum_payments --features axum,redis -- --redis URL",
     )
 }
 
@@ -97,8 +97,8 @@ async fn postgres(url: &str) -> anyhow::Result<Idempotency> {
 
 #[cfg(not(feature = "postgres"))]
 async fn postgres(_: &str) -> anyhow::Result<Idempotency> {
-    anyhow::bail!(
-        "--postgres needs the `postgres` feature: cargo run --example axum_payments --features axum,postgres -- --postgres URL"
+    refuse(
+        "--postgres needs the `postgres` feature: cargo run --example axum_payments --features axum,postgres -- --postgres URL",
     )
 }
 
@@ -109,7 +109,13 @@ async fn sqlite(path: &str) -> anyhow::Result<Idempotency> {
 
 #[cfg(not(feature = "sqlite"))]
 async fn sqlite(_: &str) -> anyhow::Result<Idempotency> {
-    anyhow::bail!(
-        "--sqlite needs the `sqlite` feature: cargo run --example axum_payments --features axum,sqlite -- --sqlite PATH"
+    refuse(
+        "--sqlite needs the `sqlite` feature: cargo run --example axum_payments --features axum,sqlite -- --sqlite PATH",
     )
+}
+
+/// A command-line mistake: said plainly, without a backtrace.
+fn refuse(message: &str) -> ! {
+    eprintln!("{message}");
+    std::process::exit(2)
 }
