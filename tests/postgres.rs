@@ -145,7 +145,10 @@ async fn purge_expired_deletes_only_expired_rows_in_batches() {
         .await
         .unwrap();
     store.migrate().await.unwrap();
-    let short = Duration::from_millis(200);
+    // Long enough that no row expires before the first purge, even on a
+    // loaded machine.
+    let short = Duration::from_secs(2);
+    let started = Instant::now();
     // 30 completed records and 20 claims that expire soon, 5 of each that
     // do not.
     for i in 0..60u32 {
@@ -169,7 +172,12 @@ async fn purge_expired_deletes_only_expired_rows_in_batches() {
         }
     }
     assert_eq!(store.purge_expired().await.unwrap(), 0);
-    tokio::time::sleep(short * 2).await;
+    assert!(
+        started.elapsed() < short,
+        "too slow to test: {:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep_until((started + short + Duration::from_millis(100)).into()).await;
     assert_eq!(store.purge_expired().await.unwrap(), 50);
     let mut admin = admin().await;
     assert_eq!(count(&mut admin, store.table()).await, 10);

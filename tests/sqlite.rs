@@ -64,7 +64,8 @@ async fn opens_in_wal_mode_and_reopens() {
 #[tokio::test]
 async fn purge_expired_deletes_only_expired_rows() {
     let store = SqliteStore::open(temp_db("purge.db")).await.unwrap();
-    let short = Duration::from_millis(150);
+    let short = Duration::from_secs(1);
+    let started = std::time::Instant::now();
     for i in 0..40u32 {
         let life = if i % 4 == 0 {
             Duration::from_secs(60)
@@ -89,7 +90,8 @@ async fn purge_expired_deletes_only_expired_rows() {
         }
     }
     assert_eq!(store.purge_expired().await.unwrap(), 0);
-    tokio::time::sleep(short * 2).await;
+    assert!(started.elapsed() < short, "too slow to test");
+    tokio::time::sleep_until((started + short + Duration::from_millis(100)).into()).await;
     assert_eq!(store.purge_expired().await.unwrap(), 30);
     assert_eq!(store.purge_expired().await.unwrap(), 0);
 }
