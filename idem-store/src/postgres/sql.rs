@@ -98,7 +98,8 @@ pub(super) struct Sql {
 
 /// The fence shared by complete, release and renew: the row is our
 /// unexpired claim.
-const HELD: &str = "key = $1 AND token = $2 AND record IS NULL AND expires_at > statement_timestamp()";
+const HELD: &str =
+    "key = $1 AND token = $2 AND record IS NULL AND expires_at > statement_timestamp()";
 
 impl Sql {
     pub(super) fn new(schema: &str, table: &str) -> Result<Self, StoreError> {
@@ -108,7 +109,9 @@ impl Sql {
         let t = format!("\"{schema}\".\"{table}\"");
         Ok(Sql {
             versions: format!("\"{schema}\".\"{table}_migrations\""),
-            claim: format!("SELECT o_outcome, o_fingerprint, o_record, o_remaining_us FROM \"{schema}\".\"{table}_claim\"($1, $2, $3, $4)"),
+            claim: format!(
+                "SELECT o_outcome, o_fingerprint, o_record, o_remaining_us FROM \"{schema}\".\"{table}_claim\"($1, $2, $3, $4)"
+            ),
             complete: format!(
                 "UPDATE {t} SET record = $3, expires_at = statement_timestamp() + $4 * interval '1 microsecond' WHERE {HELD}"
             ),
@@ -123,7 +126,9 @@ impl Sql {
                 "UPDATE {t} SET record = $3, expires_at = statement_timestamp() + $4 * interval '1 microsecond' \
                  WHERE key = $1 AND token = $2 AND record IS NULL"
             ),
-            release_locked: format!("DELETE FROM {t} WHERE key = $1 AND token = $2 AND record IS NULL"),
+            release_locked: format!(
+                "DELETE FROM {t} WHERE key = $1 AND token = $2 AND record IS NULL"
+            ),
             renew: format!(
                 "UPDATE {t} SET expires_at = statement_timestamp() + $3 * interval '1 microsecond' WHERE {HELD}"
             ),
@@ -154,9 +159,7 @@ fn check_identifier(what: &str, name: &str, max: usize) -> Result<(), StoreError
         .chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if plain && name.len() <= max {
         Ok(())
     } else {
