@@ -4,150 +4,23 @@
 
 #![cfg(all(feature = "axum", feature = "memory"))]
 
-#[path = "../examples/axum_payments/app.rs"]
-#[allow(dead_code)]
-mod app;
+mod http_support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use app::{Options, Payments};
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderMap, Method, Request, StatusCode};
+use axum::http::{Method, Request, StatusCode};
 use axum::routing::post;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use idem::http::{IdempotencyLayer, PROBLEM_TYPE_BASE};
+use http_support::app::{self, Options};
+use http_support::{Answer, Server, order, payments, quick, serve};
+use idem::http::IdempotencyLayer;
 use idem::{Idempotency, MemoryStore};
-use serde_json::{Value, json};
-
-/// A server on 127.0.0.1:0 and a client for it.
-struct Server {
-    base: String,
-    client: Client<HttpConnector, Full<Bytes>>,
-}
-
-/// One answer, read whole.
-#[derive(Debug)]
-struct Answer {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!("{e}: {:?}", String::from_utf8_lossy(&self.body));
-        })
-    }
-
-    fn replayed(&self) -> bool {
-        match self.headers.get("idempotent-replayed") {
-            None => false,
-            Some(value) => {
-                assert_eq!(value, "true");
-                true
-            }
-        }
-    }
-
-    /// Checks an RFC 9457 body of the given status and idem problem type.
-    fn assert_problem(&self, status: u16, slug: &str) {
-        assert_eq!(self.status.as_u16(), status, "{:?}", self.body);
-        assert_eq!(self.headers["content-type"], "application/problem+json");
-        let problem = self.json();
-        assert_eq!(problem["status"], status);
-        assert_eq!(problem["type"], format!("{PROBLEM_TYPE_BASE}{slug}"));
-        assert!(problem["title"].as_str().is_some_and(|t| !t.is_empty()));
-        assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()));
-    }
-
-    fn retry_after(&self) -> u64 {
-        self.headers["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap()
-    }
-}
-
-async fn serve(router: Router) -> Server {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    Server {
-        base: format!("http://{addr}"),
-        client: Client::builder(TokioExecutor::new()).build_http(),
-    }
-}
-
-/// The example's app on a fresh memory store.
-async fn payments(options: Options) -> (Server, Payments) {
-    let idem = Idempotency::new(MemoryStore::new());
-    let payments = Payments::new(idem, &options);
-    let server = serve(app::router(payments.clone(), &options)).await;
-    (server, payments)
-}
-
-fn quick() -> Options {
-    Options {
-        gateway_delay: Duration::from_millis(5),
-        ..Options::default()
-    }
-}
-
-impl Server {
-    async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &str,
-    ) -> Answer {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base));
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let request = request
-            .body(Full::new(Bytes::from(body.to_owned())))
-            .unwrap();
-        let response = self.client.request(request).await.unwrap();
-        let (parts, body) = response.into_parts();
-        Answer {
-            status: parts.status,
-            headers: parts.headers,
-            body: body.collect().await.unwrap().to_bytes(),
-        }
-    }
-
-    /// `POST /payments` as `user` (None: anonymous) with a raw
-    /// `Idempotency-Key` header value (None: no header).
-    async fn pay(&self, user: Option<&str>, key: Option<&str>, body: &Value) -> Answer {
-        let bearer = user.map(|user| format!("Bearer {user}"));
-        let mut headers = vec![("content-type", "application/json")];
-        if let Some(key) = key {
-            headers.push(("idempotency-key", key));
-        }
-        if let Some(bearer) = &bearer {
-            headers.push(("authorization", bearer));
-        }
-        self.send(Method::POST, "/payments", &headers, &body.to_string())
-            .await
-    }
-}
-
-fn order(amount_cents: u64) -> Value {
-    json!({ "amount_cents": amount_cents, "currency": "EUR" })
-}
+use serde_json::json;
 
 #[tokio::test]
 async fn same_key_and_body_twice_replays_the_first_answer() {
