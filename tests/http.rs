@@ -496,3 +496,45 @@ async fn a_streamed_body_over_the_limit_is_413_before_anything_runs() {
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test]
+async fn handlers_behind_the_layer_get_stable_child_keys() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let router = Router::new()
+        .route(
+            "/charges",
+            post(move || {
+                let calls = Arc::clone(&counter);
+                async move {
+                    let key = idem::child_key("gateway").expect("inside the layer's call");
+                    let status = match calls.fetch_add(1, Ordering::SeqCst) {
+                        0 => StatusCode::SERVICE_UNAVAILABLE,
+                        _ => StatusCode::CREATED,
+                    };
+                    (status, key)
+                }
+            }),
+        )
+        .layer(layer());
+    let server = serve(router).await;
+    let send = |key: &'static str| {
+        let server = &server;
+        async move {
+            server
+                .send(Method::POST, "/charges", &[("idempotency-key", key)], "")
+                .await
+        }
+    };
+    let failed = send("\"c-1\"").await;
+    let retried = send("\"c-1\"").await;
+    let other = send("\"c-2\"").await;
+    assert_eq!(failed.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(retried.status, StatusCode::CREATED);
+    assert_eq!(
+        failed.body, retried.body,
+        "a retry sends the same downstream key"
+    );
+    assert_ne!(other.body, retried.body);
+    assert_eq!(retried.body.len(), 64);
+}

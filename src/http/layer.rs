@@ -59,7 +59,9 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 ///    another body is 422.
 ///
 /// Errors are `application/problem+json` ([`Problem`]). Other methods pass
-/// through.
+/// through. Inside the inner service, [`child_key`](crate::child_key)
+/// derives a key for a downstream API from this request's scope and key,
+/// the same on every retry.
 ///
 /// ```
 /// use std::time::Duration;
