@@ -7,11 +7,13 @@
 //! parameter, an option's value), so each mistake is one error, in the
 //! right place, and the checks work in generic fns and impl blocks.
 //!
-//! Each check trait also converts a value into its `Checked` type and back
-//! (the identity when the check holds). The generated code hands the
-//! runtime only `Checked` types: when a check fails, its `Checked` type is
-//! unknown to the compiler, so the runtime's own bounds on it are not
-//! reported a second time.
+//! The bounds on the user's types are where-clauses of [`run`] and [`bail`]
+//! (not of a separate check, which rustc would report a second time at
+//! the runtime's call), named with the user's tokens in the turbofish:
+//! rustc points an unmet bound at the generic argument that fails it, and
+//! reports one predicate at one span once. A trait with a blanket impl over
+//! another trait shows its own message when the unmet bound is a
+//! where-clause on the same type.
 
 pub use core::concat;
 pub use core::convert::From;
@@ -24,8 +26,10 @@ use core::ops::Deref;
 
 use serde::de::DeserializeOwned;
 
-use crate::{Digester, Fingerprint, FingerprintError, KeyPart};
-pub use crate::{Error, Idempotency, installed, replay_errors, store_errors_if};
+use crate::{
+    Call, CodecError, Digester, ErrorPolicy, Fingerprint, FingerprintError, KeyHasher, KeyPart,
+};
+pub use crate::{Error, Idempotency, installed, replay_errors};
 
 /// The derived key and fingerprint: one digest part per parameter. The
 /// first failure is kept and reported by `finish`, so each parameter is one
@@ -77,7 +81,7 @@ impl AsHandle for Idempotency {
 
 impl<T> AsHandle for T
 where
-    T: Deref,
+    T: Deref + ?Sized,
     T::Target: AsHandle,
 {
     fn as_handle(&self) -> &Idempotency {
@@ -89,9 +93,30 @@ pub fn handle<H: AsHandle + ?Sized>(handle: &H) -> &Idempotency {
     handle.as_handle()
 }
 
-/// `key = …` and `scope = …`: `KeyPart` carries its own message.
-pub fn key_part<K: KeyPart + ?Sized>(key: &K) -> &K {
-    key
+/// `key = …` and `scope = …`, checked where they are written (`KeyPart`
+/// carries its own message). The runtime gets a `KeyRef`, which is always
+/// a `KeyPart`, so the check is not reported again at the runtime's call.
+pub fn key_part<K: KeyPart + ?Sized>(key: &K) -> KeyRef<'_, K> {
+    KeyRef {
+        key,
+        write: K::write_key,
+        describe: K::describe,
+    }
+}
+
+pub struct KeyRef<'a, K: ?Sized> {
+    key: &'a K,
+    write: fn(&K, &mut KeyHasher),
+    describe: fn(&K, &mut String),
+}
+
+impl<K: ?Sized> KeyPart for KeyRef<'_, K> {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        (self.write)(self.key, hasher)
+    }
+    fn describe(&self, out: &mut String) {
+        (self.describe)(self.key, out)
+    }
 }
 
 /// What `fingerprint = …` accepts.
@@ -134,70 +159,141 @@ impl<T, E> IdempotentReturn for Result<T, E> {
     }
 }
 
-/// The conversion shared by the check traits below: the identity, from
-/// `Self` to the checked type and back.
-macro_rules! check_trait {
-    (
-        $(#[$attr:meta])*
-        trait $name:ident: $($bound:tt)+
-    ) => {
-        $(#[$attr])*
-        pub trait $name: Sized {
-            type Checked;
-            fn into_checked(self) -> Self::Checked;
-            fn from_checked(checked: Self::Checked) -> Self;
+/// The `Ok` type is serialized into the store.
+#[diagnostic::on_unimplemented(
+    message = "the `Ok` type `{Self}` cannot be stored: it does not implement `serde::Serialize`",
+    label = "the `Ok` value of an `#[idempotent]` fn is serialized and stored for replay",
+    note = "derive it: `#[derive(serde::Serialize, serde::Deserialize)]`, or return a type that is serializable"
+)]
+pub trait StoredOk: Serialize {}
+
+impl<T: Serialize> StoredOk for T {}
+
+/// The `Ok` type is decoded from the store for every duplicate.
+#[diagnostic::on_unimplemented(
+    message = "the `Ok` type `{Self}` cannot be replayed: it does not implement `serde::de::DeserializeOwned`",
+    label = "every duplicate call decodes the `Ok` value from the store",
+    note = "derive `serde::Deserialize` on it; a type that borrows (`&str`, `Cow<'a, str>`) cannot be decoded from the store: return an owned type such as `String`"
+)]
+pub trait ReplayedOk: DeserializeOwned {}
+
+impl<T: DeserializeOwned> ReplayedOk for T {}
+
+/// The error type carries idem's own errors.
+#[diagnostic::on_unimplemented(
+    message = "the error type `{Self}` cannot carry idem's errors: it does not implement `From<idem::Error>`",
+    label = "an `#[idempotent]` fn returns idem's own errors (key in progress, store down, …) through this type",
+    note = "add `impl From<idem::Error> for {Self}` (or a `#[from] idem::Error` variant with thiserror), or return `idem::Error` or `anyhow::Error`"
+)]
+pub trait IdempotentError: From<Error> {}
+
+impl<E: From<Error>> IdempotentError for E {}
+
+/// `errors = "replay"` or `errors = path` stores the error.
+#[diagnostic::on_unimplemented(
+    message = "this error policy stores `{Self}` for replay, but `{Self}` is not serializable",
+    label = "stores the error and replays it to duplicates, so the error type must implement `serde::Serialize` and `serde::Deserialize`",
+    note = "derive `serde::Serialize` and `serde::Deserialize` on the error type, or leave `errors` out (\"release\": an `Err` releases the key, so a retry runs the body again)"
+)]
+pub trait ReplayedError: Serialize + DeserializeOwned {}
+
+impl<E: Serialize + DeserializeOwned> ReplayedError for E {}
+
+/// The error type, checked where it is written (`E: From<idem::Error>`):
+/// the conversion travels as a value, so the runtime's future asks nothing
+/// of `E` and an unmet bound is not reported again where it is awaited.
+pub struct ErrorType<E> {
+    from_idem: fn(Error) -> E,
+}
+
+pub fn error_type<E: IdempotentError>() -> ErrorType<E> {
+    ErrorType {
+        from_idem: E::from,
+    }
+}
+
+/// An `Err` inside the runtime: the body's own, or idem's, converted by
+/// `ErrorType` once the call is over.
+pub enum Caught<E> {
+    Body(E),
+    Idem(Error),
+}
+
+impl<E> From<Error> for Caught<E> {
+    fn from(error: Error) -> Self {
+        Caught::Idem(error)
+    }
+}
+
+/// Runs the body of an `#[idempotent]` fn. The macro names `R` and `T`
+/// with the user's tokens and spans the call there, so an unmet bound is
+/// reported at the user's type, once. An async fn's future carries its
+/// where-clauses, so this one has none on `E` (see [`ErrorType`]).
+pub async fn run<R, T, E, P, F, Fut>(
+    call: Call<P>,
+    errors: ErrorType<E>,
+    body: F,
+) -> R
+where
+    R: IdempotentReturn<Ok = T, Err = E>,
+    T: StoredOk + ReplayedOk,
+    P: ErrorPolicy<Caught<E>>,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = R>,
+{
+    let result = call
+        .run(move || async move { body().await.into_result().map_err(Caught::Body) })
+        .await;
+    R::from_result(result.map_err(|caught| match caught {
+        Caught::Body(error) => error,
+        Caught::Idem(error) => (errors.from_idem)(error),
+    }))
+}
+
+/// idem's own error, before the body runs, as the fn's return type.
+pub fn bail<R: IdempotentReturn>(errors: ErrorType<R::Err>, error: Error) -> R {
+    R::from_result(Err((errors.from_idem)(error)))
+}
+
+/// An error policy that stores errors, made where `E: ReplayedError` is
+/// checked (at the user's `errors = …`), so the runtime asks nothing more
+/// of `E` and a missing `Serialize` is reported once.
+pub struct CheckedPolicy<E> {
+    stores: fn(&E) -> bool,
+    encode: fn(&E, usize) -> Result<Vec<u8>, CodecError>,
+    decode: fn(&[u8]) -> Result<E, CodecError>,
+}
+
+impl<E> ErrorPolicy<Caught<E>> for CheckedPolicy<E> {
+    fn stores(&self, error: &Caught<E>) -> bool {
+        match error {
+            Caught::Body(error) => (self.stores)(error),
+            Caught::Idem(_) => false,
         }
-
-        impl<T: $($bound)+> $name for T {
-            type Checked = T;
-            fn into_checked(self) -> T {
-                self
-            }
-            fn from_checked(checked: T) -> T {
-                checked
-            }
+    }
+    fn encode(&self, error: &Caught<E>, limit: usize) -> Result<Vec<u8>, CodecError> {
+        match error {
+            Caught::Body(error) => (self.encode)(error, limit),
+            Caught::Idem(_) => Err(CodecError::Corrupt("idem's own errors are never stored")),
         }
-    };
+    }
+    fn decode(&self, record: &[u8]) -> Result<Caught<E>, CodecError> {
+        (self.decode)(record).map(Caught::Body)
+    }
 }
 
-check_trait! {
-    /// The `Ok` type is serialized into the store.
-    #[diagnostic::on_unimplemented(
-        message = "the `Ok` type `{Self}` cannot be stored: it does not implement `serde::Serialize`",
-        label = "the `Ok` value of an `#[idempotent]` fn is serialized and stored for replay",
-        note = "derive it: `#[derive(serde::Serialize, serde::Deserialize)]`, or return a type that is serializable"
-    )]
-    trait StoredOk: Serialize
+/// `errors = "replay"`.
+pub fn replay<E: ReplayedError>() -> CheckedPolicy<E> {
+    store_if(|_| true)
 }
 
-check_trait! {
-    /// The `Ok` type is decoded from the store for every duplicate.
-    #[diagnostic::on_unimplemented(
-        message = "the `Ok` type `{Self}` cannot be replayed: it does not implement `serde::de::DeserializeOwned`",
-        label = "every duplicate call decodes the `Ok` value from the store",
-        note = "derive `serde::Deserialize` on it; a type that borrows (`&str`, `Cow<'a, str>`) cannot be decoded from the store: return an owned type such as `String`"
-    )]
-    trait ReplayedOk: DeserializeOwned
-}
-
-check_trait! {
-    /// The error type carries idem's own errors.
-    #[diagnostic::on_unimplemented(
-        message = "the error type `{Self}` cannot carry idem's errors: it does not implement `From<idem::Error>`",
-        label = "an `#[idempotent]` fn returns idem's own errors (key in progress, store down, …) through this type",
-        note = "add `impl From<idem::Error> for {Self}` (or a `#[from] idem::Error` variant with thiserror), or return `idem::Error` or `anyhow::Error`"
-    )]
-    trait IdempotentError: From<Error>
-}
-
-check_trait! {
-    /// `errors = "replay"` or `errors = path` stores the error.
-    #[diagnostic::on_unimplemented(
-        message = "this error policy stores `{Self}` for replay, but it is not serializable",
-        label = "stores the error and replays it to duplicates, so the error type must implement `serde::Serialize` and `serde::de::DeserializeOwned`",
-        note = "derive `serde::Serialize` and `serde::Deserialize` on the error type, or leave `errors` out (\"release\": an `Err` releases the key, so a retry runs the body again)"
-    )]
-    trait ReplayedError: Serialize + DeserializeOwned
+/// `errors = path`: `path` is a `fn(&E) -> bool`.
+pub fn store_if<E: ReplayedError>(predicate: fn(&E) -> bool) -> CheckedPolicy<E> {
+    CheckedPolicy {
+        stores: predicate,
+        encode: |error, limit| ErrorPolicy::<E>::encode(&replay_errors::<E>(), error, limit),
+        decode: |record| ErrorPolicy::<E>::decode(&replay_errors::<E>(), record),
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! borrowed `Ok` type), and spanned calls on `__private`'s check traits,
 //! each pointing at the user's own token.
 
-use proc_macro2::{Span, TokenStream, TokenTree};
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::{GenericArgument, Ident, Lifetime, PathArguments, Type};
 
@@ -44,6 +44,37 @@ pub(crate) fn qualified(
     let item = Ident::new(item, range.last);
     let colons = quote_spanned!(range.last=> ::);
     quote!(#open #self_ty #close #colons #item)
+}
+
+/// `(tokens)`, with the parentheses spanned at `tokens`' last token, so
+/// rustc's span for `&(tokens)` is the user's expression, not the
+/// attribute.
+pub(crate) fn parenthesized(tokens: &impl ToTokens) -> TokenStream {
+    let tokens = tokens.to_token_stream();
+    let range = SpanRange::of(&tokens);
+    let mut group = Group::new(Delimiter::Parenthesis, tokens);
+    group.set_span(range.last);
+    let amp = quote_spanned!(range.first=> &);
+    quote!(#amp #group)
+}
+
+/// The same tokens, every one spanned at `span`: a type named again at
+/// another token of the user's (an `errors = …` value).
+pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|token| match token {
+            TokenTree::Group(group) => {
+                let mut new = Group::new(group.delimiter(), respan(group.stream(), span));
+                new.set_span(span);
+                TokenTree::Group(new)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
 }
 
 /// The `Ok` and error types of a return type spelled `…Result<T, E>` or
@@ -108,7 +139,8 @@ fn unwrap_group(ty: &Type) -> &Type {
 /// An `Ok` type that borrows cannot be decoded from the store: one error
 /// at each reference and each lifetime other than `'static`.
 pub(crate) fn borrowed_ok(ok: &Type, errors: &mut Vec<syn::Error>) {
-    const WHY: &str = "the `Ok` value is stored and decoded again for every duplicate call, so it cannot borrow";
+    const WHY: &str =
+        "the `Ok` value is stored and decoded again for every duplicate call, so it cannot borrow";
     match ok {
         Type::Reference(reference) => errors.push(syn::Error::new_spanned(
             reference,

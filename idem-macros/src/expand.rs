@@ -3,7 +3,7 @@
 //! requirement on the user's types is checked at the user's own token
 //! (see `checks`).
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Delimiter, Group, TokenStream};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, Pat, ReturnType};
@@ -124,100 +124,30 @@ impl Model {
     }
 }
 
-/// The conversions between the user's types and the checked types the
-/// runtime is given; each names the check trait at the user's token.
-struct Conversions {
-    ret_into: TokenStream,
-    ret_from: TokenStream,
-    ok_into: [TokenStream; 2],
-    ok_from: [TokenStream; 2],
-    err_into: Vec<TokenStream>,
-    err_from: Vec<TokenStream>,
-    err_ty: TokenStream,
+/// The return type, and its `Ok` and error types named with the user's
+/// tokens (or through `IdempotentReturn` at the return type, for an alias),
+/// for the turbofish of `run` and `bail`.
+struct Types {
+    ret: TokenStream,
+    ok: TokenStream,
+    err: TokenStream,
 }
 
-impl Conversions {
-    fn new(private: &TokenStream, ret: &syn::Type, errors: Option<&Errors>) -> Self {
+impl Types {
+    fn new(private: &TokenStream, ret: &syn::Type) -> Self {
         let shape = ReturnShape::of(ret);
-        let ret_range = SpanRange::of(ret);
-        let ret_tokens = ret.to_token_stream();
-        let ret_trait = quote!(#private::IdempotentReturn);
-        let (ok_ty, ok_range) = match shape.ok {
-            Some(ok) => (ok.to_token_stream(), SpanRange::of(ok)),
-            None => (
-                checks::qualified(ret_range, &ret_tokens, &ret_trait, "Ok"),
-                ret_range,
-            ),
+        let range = SpanRange::of(ret);
+        let ret = ret.to_token_stream();
+        let trait_path = quote!(#private::IdempotentReturn);
+        let ok = match shape.ok {
+            Some(ok) => ok.to_token_stream(),
+            None => checks::qualified(range, &ret, &trait_path, "Ok"),
         };
-        let (err_ty, err_range) = match shape.err {
-            Some(err) => (err.to_token_stream(), SpanRange::of(err)),
-            None => (
-                checks::qualified(ret_range, &ret_tokens, &ret_trait, "Err"),
-                ret_range,
-            ),
+        let err = match shape.err {
+            Some(err) => err.to_token_stream(),
+            None => checks::qualified(range, &ret, &trait_path, "Err"),
         };
-
-        // Each stage checks the previous stage's checked type, so a failed
-        // check leaves the later ones (and the runtime's bounds) unknown
-        // rather than reported again.
-        let mut ok_stages = Vec::new();
-        let mut ty = ok_ty;
-        for check in ["StoredOk", "ReplayedOk"] {
-            let check = format_ident!("{check}");
-            let check = quote!(#private::#check);
-            ok_stages.push((ty.clone(), check.clone(), ok_range));
-            ty = checks::qualified(ok_range, &ty, &check, "Checked");
-        }
-        let mut err_stages = vec![(
-            err_ty.clone(),
-            quote!(#private::IdempotentError),
-            err_range,
-        )];
-        let replay_range = match errors {
-            Some(Errors::Replay(span)) => Some(SpanRange {
-                first: *span,
-                last: *span,
-            }),
-            Some(Errors::Predicate(path)) => Some(SpanRange::of(path)),
-            _ => None,
-        };
-        if let Some(range) = replay_range {
-            let checked =
-                checks::qualified(err_range, &err_ty, &quote!(#private::IdempotentError), "Checked");
-            err_stages.push((checked, quote!(#private::ReplayedError), range));
-        }
-
-        let into = |stages: &[(TokenStream, TokenStream, SpanRange)]| -> Vec<TokenStream> {
-            stages
-                .iter()
-                .map(|(ty, check, range)| checks::qualified(*range, ty, check, "into_checked"))
-                .collect()
-        };
-        let from = |stages: &[(TokenStream, TokenStream, SpanRange)]| -> Vec<TokenStream> {
-            stages
-                .iter()
-                .rev()
-                .map(|(ty, check, range)| checks::qualified(*range, ty, check, "from_checked"))
-                .collect()
-        };
-        let ok_into = into(&ok_stages);
-        let ok_from = from(&ok_stages);
-        Conversions {
-            ret_into: checks::qualified(ret_range, &ret_tokens, &ret_trait, "into_result"),
-            ret_from: checks::qualified(ret_range, &ret_tokens, &ret_trait, "from_result"),
-            ok_into: [ok_into[0].clone(), ok_into[1].clone()],
-            ok_from: [ok_from[0].clone(), ok_from[1].clone()],
-            err_into: into(&err_stages),
-            err_from: from(&err_stages),
-            err_ty,
-        }
-    }
-
-    /// `f_n(…f_1(value))`.
-    fn chain(stages: &[TokenStream], value: TokenStream) -> TokenStream {
-        stages
-            .iter()
-            .fold(value, |inner, stage| quote!(#stage(#inner)))
+        Types { ret, ok, err }
     }
 }
 
@@ -236,20 +166,19 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
     let ReturnType::Type(_, ret) = &sig.output else {
         unreachable!("checked in Model::new")
     };
-    let conv = Conversions::new(&private, ret, args.errors.as_ref());
-    let Conversions {
-        ret_into, ret_from, ..
-    } = &conv;
-    let ok_into = Conversions::chain(&conv.ok_into, quote!(__idem_value));
-    let ok_from = Conversions::chain(&conv.ok_from, quote!(__idem_value));
-    let err_into = Conversions::chain(&conv.err_into, quote!(__idem_error));
-    let err_from = Conversions::chain(&conv.err_from, quote!(__idem_error));
-    let err_from_idem = Conversions::chain(
-        &conv.err_from,
-        quote!(#private::From::from(__idem_error)),
-    );
+    let Types {
+        ret: ret_ty,
+        ok: ok_ty,
+        err: err_ty,
+    } = Types::new(&private, ret);
 
-    let bail = quote!(return __idem_bail(__idem_error));
+    // Spanned like the runtime's call below, so a return type that is not
+    // a `Result` is reported once.
+    let bail = checks::respan(
+        quote!(#private::bail::<#ret_ty>(__idem_errors, __idem_error)),
+        SpanRange::of(&ok_ty).first,
+    );
+    let bail = quote!(return #bail);
 
     let digest = model.derived.map(|derived| {
         let params = model
@@ -270,10 +199,9 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
 
     let handle = match &args.store {
         Some(store) => {
-            let range = SpanRange::of(store);
-            let amp = quote_spanned!(range.first=> &);
-            let call = quote_spanned!(range.first=> #private::handle);
-            quote!(#call(#amp(#store)))
+            let call = checks::respan(quote!(#private::handle), SpanRange::of(store).first);
+            let store = checks::parenthesized(store);
+            quote!(#call(#store))
         }
         None => quote! {
             &match #private::installed() {
@@ -291,16 +219,15 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
     };
     let key = match &args.key {
         Some(key) => key_part(&private, key),
-        None => quote!(&__idem_digest),
+        None => quote!(__idem_digest),
     };
     let fingerprint = match &args.fingerprint {
         Some(Fingerprint::Disabled) => quote!(),
         Some(Fingerprint::Expr(expr)) => {
-            let range = SpanRange::of(expr);
-            let call = quote_spanned!(range.first=> #private::fingerprint_of);
-            let amp = quote_spanned!(range.first=> &);
+            let call = checks::respan(quote!(#private::fingerprint_of), SpanRange::of(expr).first);
+            let expr = checks::parenthesized(expr);
             quote! {
-                .fingerprint_digest(match #call(#amp(#expr)) {
+                .fingerprint_digest(match #call(#expr) {
                     #private::Result::Ok(__idem_fingerprint) => __idem_fingerprint,
                     #private::Result::Err(__idem_error) => #bail,
                 })
@@ -325,60 +252,73 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
     });
     let (predicate, errors) = match &args.errors {
         None | Some(Errors::Release) => (quote!(), quote!()),
-        Some(Errors::Replay(span)) => (
-            quote!(),
-            quote_spanned!(*span=> .errors(#private::replay_errors())),
-        ),
+        Some(Errors::Replay(span)) => {
+            let err = checks::respan(err_ty.clone(), *span);
+            let replay = checks::respan(quote!(#private::replay::<#err>()), *span);
+            (quote!(), quote!(.errors(#replay)))
+        }
         Some(Errors::Predicate(path)) => {
-            let err_ty = &conv.err_ty;
             let range = SpanRange::of(path);
-            let ty = quote_spanned!(range.first=> fn(&#err_ty) -> bool);
+            let err = checks::respan(err_ty.clone(), range.first);
+            let ty = quote_spanned!(range.first=> fn(&#err) -> bool);
+            let store_if = checks::respan(quote!(#private::store_if::<#err>), range.first);
             (
                 quote! { let __idem_predicate: #ty = #path; },
-                quote!(.errors(#private::store_errors_if(__idem_predicate))),
+                quote!(.errors(#store_if(__idem_predicate))),
             )
         }
     };
 
+    // The runtime's future and every token of its call are spanned at
+    // the first token of the `Ok` type: an async fn's future carries its
+    // where-clauses, and rustc reports an unmet one at the call and at
+    // `.await` too; at the same span as the check, it is reported once.
+    let ok_span = SpanRange::of(&ok_ty).first;
+    let run_ok = checks::respan(ok_ty.clone(), ok_span);
+    let run_ret = if ReturnShape::of(ret).ok.is_some() {
+        ret_ty.clone()
+    } else {
+        checks::respan(ret_ty.clone(), ok_span)
+    };
+    let run_path = checks::respan(
+        quote!(#private::run::<#run_ret, #run_ok, #err_ty, _, _, _>),
+        ok_span,
+    );
+    let mut run_args = Group::new(
+        Delimiter::Parenthesis,
+        quote! {
+            __idem_call,
+            __idem_errors,
+            move || async move {
+                let __idem_return: #ret = #block;
+                #[allow(unreachable_code)]
+                __idem_return
+            }
+        },
+    );
+    run_args.set_span(ok_span);
+    let await_ = quote_spanned!(ok_span=> .await);
+    let error_type = checks::respan(quote!(#private::error_type), SpanRange::of(&err_ty).first);
+    let error_type = quote!(#error_type::<#err_ty>);
+
     quote! {
         #(#attrs)*
         #vis #sig {
-            let __idem_bail = |__idem_error: #private::Error| -> #ret {
-                #ret_from(#private::Result::Err(#err_from_idem))
-            };
+            let __idem_errors = #error_type();
             #digest
             #predicate
-            let __idem_call = #private::Idempotency::call(#handle, #scope, #key)
+            let __idem_call = #private::Idempotency::call(#handle, &#scope, &#key)
                 #fingerprint
                 #(#durations)*
                 #errors;
-            let __idem_result = __idem_call
-                .run(move || {
-                    let __idem_body = async move {
-                        let __idem_return: #ret = #block;
-                        #[allow(unreachable_code)]
-                        __idem_return
-                    };
-                    async move {
-                        match #ret_into(__idem_body.await) {
-                            #private::Result::Ok(__idem_value) => #private::Result::Ok(#ok_into),
-                            #private::Result::Err(__idem_error) => #private::Result::Err(#err_into),
-                        }
-                    }
-                })
-                .await;
-            #ret_from(match __idem_result {
-                #private::Result::Ok(__idem_value) => #private::Result::Ok(#ok_from),
-                #private::Result::Err(__idem_error) => #private::Result::Err(#err_from),
-            })
+            #run_path #run_args #await_
         }
     }
 }
 
 /// `key = …` or `scope = …`, checked for `KeyPart` at the expression.
 fn key_part(private: &TokenStream, expr: &syn::Expr) -> TokenStream {
-    let range = SpanRange::of(expr);
-    let call = quote_spanned!(range.first=> #private::key_part);
-    let amp = quote_spanned!(range.first=> &);
-    quote!(#call(#amp(#expr)))
+    let call = checks::respan(quote!(#private::key_part), SpanRange::of(expr).first);
+    let expr = checks::parenthesized(expr);
+    quote!(#call(#expr))
 }
