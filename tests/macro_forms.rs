@@ -426,7 +426,11 @@ async fn picks(id: u64) -> Result<u32, AppError> {
 async fn error_policies() {
     assert_eq!(releases(1).await, Err(AppError::Timeout));
     assert_eq!(releases(1).await, Err(AppError::Timeout));
-    assert_eq!(RELEASE_RUNS.load(Ordering::SeqCst), 2, "released: ran again");
+    assert_eq!(
+        RELEASE_RUNS.load(Ordering::SeqCst),
+        2,
+        "released: ran again"
+    );
 
     assert_eq!(replays(1).await, Err(AppError::Idem("1".into())));
     assert_eq!(replays(1).await, Err(AppError::Idem("1".into())));
@@ -436,7 +440,11 @@ async fn error_policies() {
     assert_eq!(picks(0).await, Err(AppError::Declined));
     assert_eq!(picks(1).await, Err(AppError::Timeout));
     assert_eq!(picks(1).await, Err(AppError::Timeout));
-    assert_eq!(PICKED_RUNS.load(Ordering::SeqCst), 3, "declined stored once, timeouts released");
+    assert_eq!(
+        PICKED_RUNS.load(Ordering::SeqCst),
+        3,
+        "declined stored once, timeouts released"
+    );
 }
 
 #[idempotent]

@@ -20,10 +20,10 @@ pub use core::convert::From;
 pub use core::module_path;
 pub use core::result::Result;
 pub use core::time::Duration;
-pub use serde::Serialize;
 
 use core::ops::Deref;
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::{
@@ -191,13 +191,30 @@ impl<E: From<Error>> IdempotentError for E {}
 
 /// `errors = "replay"` or `errors = path` stores the error.
 #[diagnostic::on_unimplemented(
-    message = "this error policy stores `{Self}` for replay, but `{Self}` is not serializable",
-    label = "stores the error and replays it to duplicates, so the error type must implement `serde::Serialize` and `serde::Deserialize`",
+    message = "this error policy stores `{Self}` for replay, but `{Self}` does not implement `serde::Serialize`",
+    label = "stores the error and replays it to duplicates, so the error type must be serializable",
     note = "derive `serde::Serialize` and `serde::Deserialize` on the error type, or leave `errors` out (\"release\": an `Err` releases the key, so a retry runs the body again)"
 )]
-pub trait ReplayedError: Serialize + DeserializeOwned {}
+pub trait StoredError: Serialize {}
 
-impl<E: Serialize + DeserializeOwned> ReplayedError for E {}
+impl<E: Serialize> StoredError for E {}
+
+/// `errors = "replay"` or `errors = path` decodes the error for duplicates.
+#[diagnostic::on_unimplemented(
+    message = "this error policy replays `{Self}` to duplicates, but `{Self}` does not implement `serde::de::DeserializeOwned`",
+    label = "stores the error and replays it to duplicates, so the error type must be deserializable",
+    note = "derive `serde::Deserialize` on the error type, or leave `errors` out (\"release\": an `Err` releases the key, so a retry runs the body again)"
+)]
+pub trait ReplayedError: DeserializeOwned {}
+
+impl<E: DeserializeOwned> ReplayedError for E {}
+
+/// A parameter hashed into the derived key or fingerprint. The macro
+/// declares, per parameter, a trait with this one as supertrait, whose
+/// message names the parameter.
+pub trait Hashed: Serialize {}
+
+impl<T: Serialize + ?Sized> Hashed for T {}
 
 /// The error type, checked where it is written (`E: From<idem::Error>`):
 /// the conversion travels as a value, so the runtime's future asks nothing
@@ -207,9 +224,7 @@ pub struct ErrorType<E> {
 }
 
 pub fn error_type<E: IdempotentError>() -> ErrorType<E> {
-    ErrorType {
-        from_idem: E::from,
-    }
+    ErrorType { from_idem: E::from }
 }
 
 /// An `Err` inside the runtime: the body's own, or idem's, converted by
@@ -229,11 +244,7 @@ impl<E> From<Error> for Caught<E> {
 /// with the user's tokens and spans the call there, so an unmet bound is
 /// reported at the user's type, once. An async fn's future carries its
 /// where-clauses, so this one has none on `E` (see [`ErrorType`]).
-pub async fn run<R, T, E, P, F, Fut>(
-    call: Call<P>,
-    errors: ErrorType<E>,
-    body: F,
-) -> R
+pub async fn run<R, T, E, P, F, Fut>(call: Call<P>, errors: ErrorType<E>, body: F) -> R
 where
     R: IdempotentReturn<Ok = T, Err = E>,
     T: StoredOk + ReplayedOk,
@@ -255,7 +266,7 @@ pub fn bail<R: IdempotentReturn>(errors: ErrorType<R::Err>, error: Error) -> R {
     R::from_result(Err((errors.from_idem)(error)))
 }
 
-/// An error policy that stores errors, made where `E: ReplayedError` is
+/// An error policy that stores errors, made where `E: StoredError + ReplayedError` is
 /// checked (at the user's `errors = …`), so the runtime asks nothing more
 /// of `E` and a missing `Serialize` is reported once.
 pub struct CheckedPolicy<E> {
@@ -283,12 +294,12 @@ impl<E> ErrorPolicy<Caught<E>> for CheckedPolicy<E> {
 }
 
 /// `errors = "replay"`.
-pub fn replay<E: ReplayedError>() -> CheckedPolicy<E> {
+pub fn replay<E: StoredError + ReplayedError>() -> CheckedPolicy<E> {
     store_if(|_| true)
 }
 
 /// `errors = path`: `path` is a `fn(&E) -> bool`.
-pub fn store_if<E: ReplayedError>(predicate: fn(&E) -> bool) -> CheckedPolicy<E> {
+pub fn store_if<E: StoredError + ReplayedError>(predicate: fn(&E) -> bool) -> CheckedPolicy<E> {
     CheckedPolicy {
         stores: predicate,
         encode: |error, limit| ErrorPolicy::<E>::encode(&replay_errors::<E>(), error, limit),

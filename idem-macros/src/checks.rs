@@ -215,8 +215,8 @@ pub(crate) fn hashed_param(private: &TokenStream, param: &Ident, derived: Derive
     quote_spanned! {param.span()=>
         {
             #[diagnostic::on_unimplemented(message = #message, label = #label, note = #note)]
-            trait __IdemHashed: #private::Serialize {}
-            impl<__IdemT: ?::core::marker::Sized + #private::Serialize> __IdemHashed for __IdemT {}
+            trait __IdemHashed: #private::Hashed {}
+            impl<__IdemT: ?::core::marker::Sized + #private::Hashed> __IdemHashed for __IdemT {}
             fn __idem_hash<__IdemT: ?::core::marker::Sized + __IdemHashed>(
                 __idem_digest: &mut #private::ParamDigest,
                 __idem_value: &__IdemT,
