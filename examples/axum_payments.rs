@@ -77,8 +77,7 @@ async fn main() -> anyhow::Result<()> {
 
 #[cfg(feature = "redis")]
 async fn redis(url: &str) -> anyhow::Result<Idempotency> {
-    let _ = url;
-    refuse("--redis: RedisStore is not built in yet")
+    Ok(Idempotency::new(idem::RedisStore::connect(url).await?))
 }
 
 #[cfg(not(feature = "redis"))]
