@@ -116,12 +116,12 @@ mod base64 {
     }
 
     pub(super) fn decode(text: &str) -> Option<Vec<u8>> {
-        let text = text.as_bytes();
-        if text.len() % 4 != 0 {
+        let chunks = text.as_bytes().chunks_exact(4);
+        if !chunks.remainder().is_empty() {
             return None;
         }
         let mut out = Vec::with_capacity(text.len() / 4 * 3);
-        for chunk in text.chunks(4) {
+        for chunk in chunks {
             let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
             if pad > 2 {
                 return None;
