@@ -49,6 +49,10 @@ pub use idem_macros::idempotent;
 #[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub use idem_store::MemoryStore;
 
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use idem_store::{RedisStore, RedisStoreBuilder};
+
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use idem_store::{PostgresStore, postgres};

@@ -189,13 +189,13 @@ impl Args {
             Some(Duration::Expr(_)) => return,
             None => DEFAULT_TTL_MILLIS,
         };
-        if let Some(Duration::Literal { millis, span }) = &self.lease {
-            if *millis > ttl {
-                diagnostics.push(syn::Error::new(
-                    *span,
-                    format!("`lease` ({millis} ms) is longer than `ttl` ({ttl} ms); a claim may not outlive the record it guards"),
-                ));
-            }
+        if let Some(Duration::Literal { millis, span }) = &self.lease
+            && *millis > ttl
+        {
+            diagnostics.push(syn::Error::new(
+                *span,
+                format!("`lease` ({millis} ms) is longer than `ttl` ({ttl} ms); a claim may not outlive the record it guards"),
+            ));
         }
     }
 }

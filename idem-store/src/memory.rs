@@ -109,7 +109,7 @@ impl Shard {
     /// Makes room for one more entry, or says the shard is full of claims.
     fn make_room(&mut self, limit: usize, now: Instant) -> Result<(), StoreError> {
         self.inserts = self.inserts.wrapping_add(1);
-        if self.entries.len() < limit && self.inserts % SWEEP_EVERY != 0 {
+        if self.entries.len() < limit && !self.inserts.is_multiple_of(SWEEP_EVERY) {
             return Ok(());
         }
         self.entries.retain(|_, entry| entry.until > now);

@@ -1,0 +1,337 @@
+//! Records in Redis: one Lua script call per step, expiry by Redis itself.
+//!
+//! One string per record, under `prefix` + the 32 bytes of the hashed key:
+//! `P` + token (16 bytes) + fingerprint (32) while in progress, `C` +
+//! fingerprint (32) + record once completed. The key's `PX` is the lease
+//! or the TTL, so Redis's clock decides expiry and an expired claim simply
+//! vanishes. Every script touches one key, so Redis Cluster routes it.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use idem_core::{
+    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
+};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{Script, Value};
+
+const CLAIM: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], 'P' .. ARGV[1] .. ARGV[2], 'PX', ARGV[3])
+  return {0}
+end
+if string.sub(v, 1, 1) == 'C' then
+  return {2, string.sub(v, 2, 33), string.sub(v, 34), redis.call('PTTL', KEYS[1])}
+end
+return {1, string.sub(v, 18, 49), redis.call('PTTL', KEYS[1])}
+";
+
+const COMPLETE: &str = r"
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  redis.call('SET', KEYS[1], 'C' .. string.sub(v, 18, 49) .. ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+";
+
+const RELEASE: &str = r"
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+";
+
+const RENEW: &str = r"
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+";
+
+/// Records in Redis or a Redis Cluster, shared by every replica of a
+/// service.
+///
+/// Claim, complete, release and renew are each one `EVALSHA` (falling back
+/// to `EVAL` once if the script cache was flushed): one round trip, atomic,
+/// with no window between a read and a write. A replayed duplicate is one
+/// round trip. Expiry is Redis's own `PX`. The connection is one
+/// multiplexed, reconnecting connection (`ConnectionManager`, or the
+/// cluster client); an unreachable Redis answers within the response
+/// timeout with `Error::Store`, and calls succeed again once it is back.
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+/// let store = idem_store::RedisStore::connect("redis://127.0.0.1:6379").await?;
+/// let idem = idem_core::Idempotency::new(store);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: Conn,
+    prefix: Vec<u8>,
+    scripts: Scripts,
+}
+
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+#[derive(Clone)]
+struct Scripts {
+    claim: Script,
+    complete: Script,
+    release: Script,
+    renew: Script,
+}
+
+/// Settings of a [`RedisStore`]: key prefix and timeouts.
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+/// use std::time::Duration;
+/// let store = idem_store::RedisStore::builder()
+///     .prefix("billing:idem:")
+///     .response_timeout(Duration::from_millis(250))
+///     .connect("redis://127.0.0.1:6379")
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedisStoreBuilder {
+    prefix: Vec<u8>,
+    connection_timeout: Duration,
+    response_timeout: Duration,
+}
+
+impl Default for RedisStoreBuilder {
+    fn default() -> Self {
+        Self {
+            prefix: b"idem:".to_vec(),
+            connection_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+fn store_error(err: redis::RedisError) -> StoreError {
+    StoreError::new("redis", err)
+}
+
+impl RedisStoreBuilder {
+    /// The prefix of every key this store writes (default `idem:`).
+    pub fn prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
+        self.prefix = prefix.as_ref().to_vec();
+        self
+    }
+
+    /// How long to wait for a connection (default 1 s).
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for an answer before failing with `Error::Store`
+    /// (default 1 s).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Connects to one Redis server (`redis://…` or `rediss://…`).
+    pub async fn connect(self, url: &str) -> Result<RedisStore, StoreError> {
+        let client = redis::Client::open(url).map_err(store_error)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let manager = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(store_error)?;
+        Ok(self.build(Conn::Single(manager)))
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes.
+    pub async fn connect_cluster<I, U>(self, nodes: I) -> Result<RedisStore, StoreError>
+    where
+        I: IntoIterator<Item = U>,
+        U: redis::IntoConnectionInfo,
+    {
+        let client = redis::cluster::ClusterClient::builder(nodes)
+            .connection_timeout(self.connection_timeout)
+            .response_timeout(self.response_timeout)
+            .retries(2)
+            .build()
+            .map_err(store_error)?;
+        let conn = client.get_async_connection().await.map_err(store_error)?;
+        Ok(self.build(Conn::Cluster(conn)))
+    }
+
+    fn build(self, conn: Conn) -> RedisStore {
+        RedisStore {
+            conn,
+            prefix: self.prefix,
+            scripts: Scripts {
+                claim: Script::new(CLAIM),
+                complete: Script::new(COMPLETE),
+                release: Script::new(RELEASE),
+                renew: Script::new(RENEW),
+            },
+        }
+    }
+}
+
+impl RedisStore {
+    /// Connects to one Redis server with default settings.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::builder().connect(url).await
+    }
+
+    /// Settings for a store: prefix, timeouts, cluster.
+    pub fn builder() -> RedisStoreBuilder {
+        RedisStoreBuilder::default()
+    }
+
+    /// The Redis key of a record: the prefix, then the 32 hashed bytes.
+    pub fn redis_key(&self, key: &RecordKey) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.prefix.len() + 32);
+        out.extend_from_slice(&self.prefix);
+        out.extend_from_slice(key.as_bytes());
+        out
+    }
+
+    async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        key: &RecordKey,
+        args: &[&[u8]],
+    ) -> Result<T, StoreError> {
+        let mut invocation = script.prepare_invoke();
+        invocation.key(self.redis_key(key));
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        match &self.conn {
+            Conn::Single(conn) => invoke_on(&invocation, &mut conn.clone()).await,
+            Conn::Cluster(conn) => invoke_on(&invocation, &mut conn.clone()).await,
+        }
+    }
+
+    async fn fenced(
+        &self,
+        script: &Script,
+        key: &RecordKey,
+        args: &[&[u8]],
+    ) -> Result<Fence, StoreError> {
+        let held: i64 = self.invoke(script, key, args).await?;
+        Ok(if held == 1 { Fence::Held } else { Fence::Lost })
+    }
+}
+
+async fn invoke_on<T: redis::FromRedisValue>(
+    invocation: &redis::ScriptInvocation<'_>,
+    conn: &mut (impl ConnectionLike + Send),
+) -> Result<T, StoreError> {
+    invocation.invoke_async(conn).await.map_err(store_error)
+}
+
+fn millis(duration: Duration) -> Vec<u8> {
+    // PX needs at least 1 ms.
+    duration
+        .as_millis()
+        .clamp(1, u128::from(u64::MAX))
+        .to_string()
+        .into_bytes()
+}
+
+fn corrupt(what: &'static str) -> StoreError {
+    StoreError::new(
+        "redis",
+        format!("unexpected reply from the claim script: {what}"),
+    )
+}
+
+fn fingerprint(value: Option<&Value>) -> Result<Fingerprint, StoreError> {
+    match value {
+        Some(Value::BulkString(bytes)) => <[u8; 32]>::try_from(bytes.as_slice())
+            .map(Fingerprint::from_bytes)
+            .map_err(|_| corrupt("fingerprint is not 32 bytes")),
+        _ => Err(corrupt("missing fingerprint")),
+    }
+}
+
+fn remaining(value: Option<&Value>) -> Duration {
+    match value {
+        Some(Value::Int(ms)) if *ms > 0 => Duration::from_millis(*ms as u64),
+        _ => Duration::ZERO,
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        let token = claim.token.to_bytes();
+        let lease = millis(claim.lease);
+        let reply: Vec<Value> = self
+            .invoke(
+                &self.scripts.claim,
+                key,
+                &[&token, claim.fingerprint.as_bytes(), &lease],
+            )
+            .await?;
+        match reply.first() {
+            Some(Value::Int(0)) => Ok(ClaimOutcome::Won { took_over: false }),
+            Some(Value::Int(1)) => Ok(ClaimOutcome::InProgress {
+                fingerprint: fingerprint(reply.get(1))?,
+                retry_after: remaining(reply.get(2)),
+            }),
+            Some(Value::Int(2)) => {
+                let record = match reply.get(2) {
+                    Some(Value::BulkString(bytes)) => Bytes::from(bytes.clone()),
+                    _ => return Err(corrupt("missing record")),
+                };
+                Ok(ClaimOutcome::Completed {
+                    fingerprint: fingerprint(reply.get(1))?,
+                    record,
+                    expires_in: remaining(reply.get(3)),
+                })
+            }
+            _ => Err(corrupt("unknown state")),
+        }
+    }
+
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let args: [&[u8]; 3] = [&token.to_bytes(), record, &millis(ttl)];
+        self.fenced(&self.scripts.complete, key, &args).await
+    }
+
+    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
+        self.fenced(&self.scripts.release, key, &[&token.to_bytes()])
+            .await
+    }
+
+    async fn renew(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        lease: Duration,
+    ) -> Result<Fence, StoreError> {
+        let args: [&[u8]; 2] = [&token.to_bytes(), &millis(lease)];
+        self.fenced(&self.scripts.renew, key, &args).await
+    }
+}

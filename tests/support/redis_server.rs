@@ -1,0 +1,175 @@
+//! Where the Redis tests find a server: `IDEM_TEST_REDIS_URL` if set; else
+//! the machine's Redis on 127.0.0.1:6379; else a private `redis-server`
+//! this process starts on a free loopback port, stopped when the process
+//! exits. Without any of these the tests fail, saying to install
+//! redis-server; they are never skipped.
+//!
+//! Fault tests always start private servers ([`PrivateRedis`]), which
+//! they may kill and restart; the shared server is never touched.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+
+static SHARED: OnceCell<String> = OnceCell::const_new();
+
+/// The URL of a Redis for the tests of this process.
+pub async fn url() -> String {
+    SHARED
+        .get_or_init(|| async {
+            if let Ok(url) = std::env::var("IDEM_TEST_REDIS_URL") {
+                return url;
+            }
+            let local = "redis://127.0.0.1:6379".to_owned();
+            if answers(&local).await {
+                return local;
+            }
+            let server = PrivateRedis::start(&[]);
+            let url = server.url();
+            // Its guardian stops it when this process exits.
+            std::mem::forget(server);
+            url
+        })
+        .await
+        .clone()
+}
+
+/// Whether a Redis at `url` answers PING within a second.
+pub async fn answers(url: &str) -> bool {
+    let Ok(client) = redis::Client::open(url) else {
+        return false;
+    };
+    let ping = async {
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .ok()
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), ping).await,
+        Ok(Some(_))
+    )
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `redis-server` of this process's own, in a temporary directory.
+/// Dropping it, or the process exiting however it ends, stops it.
+pub struct PrivateRedis {
+    pub port: u16,
+    dir: PathBuf,
+    extra: Vec<String>,
+    guardian: Option<(Child, ChildStdin)>,
+}
+
+impl PrivateRedis {
+    /// Starts a server on a free port with `extra` arguments.
+    pub fn start(extra: &[&str]) -> Self {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("idem-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut server = PrivateRedis {
+            port,
+            dir,
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            guardian: None,
+        };
+        server.restart();
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server (again) on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        let mut args = vec![
+            "--port".to_owned(),
+            self.port.to_string(),
+            "--bind".to_owned(),
+            "127.0.0.1".to_owned(),
+            "--save".to_owned(),
+            String::new(),
+            "--appendonly".to_owned(),
+            "no".to_owned(),
+            "--dir".to_owned(),
+            self.dir.display().to_string(),
+        ];
+        args.extend(self.extra.iter().cloned());
+        let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+        // The guardian shell runs the server and kills it as soon as its
+        // stdin closes: when we drop it, or when this process dies.
+        let script = format!(
+            "redis-server {} >/dev/null 2>&1 & pid=$!; echo started; cat >/dev/null; kill -9 $pid; wait $pid",
+            quoted.join(" ")
+        );
+        let mut guardian = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run sh to start redis-server: {e}"));
+        let mut line = String::new();
+        BufReader::new(guardian.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let stdin = guardian.stdin.take().unwrap();
+        self.guardian = Some((guardian, stdin));
+        let url = self.url();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let ready = std::thread::spawn({
+                let url = url.clone();
+                move || {
+                    redis::Client::open(url.as_str())
+                        .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+                        .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                        .is_ok()
+                }
+            })
+            .join()
+            .unwrap();
+            if ready {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server did not start on port {}: install it (Debian: apt-get install redis-server) or set IDEM_TEST_REDIS_URL",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        if let Some((mut guardian, stdin)) = self.guardian.take() {
+            drop(stdin);
+            let _ = guardian.wait();
+        }
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
