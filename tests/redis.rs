@@ -195,3 +195,105 @@ async fn kill_and_restart_mid_load() {
     let last: Result<u32, Error> = idem.call("fault", &9999u32).run(|| async { Ok(1) }).await;
     assert_eq!(last.unwrap(), 1);
 }
+
+const RACE_SCOPE: &str = "IDEM_RACE_SCOPE";
+const RACE_KEYS: u32 = 1000;
+
+/// Two OS processes race on the same 1,000 keys through one Redis; each
+/// body runs exactly once in total, counted in Redis by the bodies
+/// themselves.
+#[tokio::test]
+async fn two_processes_race_on_1000_keys() {
+    let url = redis_server::url().await;
+    let scope = conformance::scope("race");
+    let spawn = || {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "race_worker",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env(RACE_SCOPE, &scope)
+            .env("IDEM_TEST_REDIS_URL", &url)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn worker")
+    };
+    let workers = [spawn(), spawn()];
+    for mut worker in workers {
+        assert!(worker.wait().unwrap().success(), "a worker failed");
+    }
+    let mut conn = raw().await;
+    let keys: Vec<String> = (0..RACE_KEYS).map(|k| format!("{scope}:ran:{k}")).collect();
+    let counts: Vec<Option<u32>> = redis::cmd("MGET")
+        .arg(&keys)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let ran: u32 = counts.iter().map(|c| c.unwrap_or(0)).sum();
+    assert_eq!(
+        ran, RACE_KEYS,
+        "bodies ran {ran} times for {RACE_KEYS} keys"
+    );
+    assert!(
+        counts.iter().all(|c| *c == Some(1)),
+        "a key ran twice or never"
+    );
+    let by: Vec<Option<String>> = redis::cmd("MGET")
+        .arg(
+            (0..RACE_KEYS)
+                .map(|k| format!("{scope}:by:{k}"))
+                .collect::<Vec<_>>(),
+        )
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let first = by
+        .iter()
+        .filter(|p| p.as_deref() == by[0].as_deref())
+        .count();
+    println!("worker of key 0 ran {first} of {RACE_KEYS} bodies");
+    let _: () = redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+/// The child side of `two_processes_race_on_1000_keys`: does nothing
+/// unless that test started this process with `IDEM_RACE_SCOPE` set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn race_worker() {
+    let Ok(scope) = std::env::var(RACE_SCOPE) else {
+        return;
+    };
+    let idem = Idempotency::new(store().await);
+    let me = std::process::id().to_string();
+    let conn = raw().await;
+    let calls = (0..RACE_KEYS).map(|k| {
+        let (idem, scope, me, mut conn) = (idem.clone(), scope.clone(), me.clone(), conn.clone());
+        async move {
+            let out: Result<u32, Error> = idem
+                .call(&scope, &k)
+                .wait(Duration::from_secs(30))
+                .run(|| async move {
+                    let _: () = redis::pipe()
+                        .incr(format!("{scope}:ran:{k}"), 1)
+                        .set(format!("{scope}:by:{k}"), &me)
+                        .query_async(&mut conn)
+                        .await
+                        .map_err(|e| Error::Store(idem::StoreError::new("test", e)))?;
+                    Ok(k)
+                })
+                .await;
+            assert_eq!(out.unwrap(), k);
+        }
+    });
+    use futures::StreamExt;
+    futures::stream::iter(calls)
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+}

@@ -124,6 +124,7 @@ impl PrivateRedis {
             .arg(script)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run sh to start redis-server: {e}"));
         let mut line = String::new();
