@@ -6,6 +6,8 @@
 mod conformance;
 #[path = "support/pg_server.rs"]
 mod pg_server;
+#[path = "support/turn_proxy.rs"]
+mod turn_proxy;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -16,6 +18,7 @@ use idem::{
 };
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
+use turn_proxy::TurnProxy;
 
 /// A store on a table of its own, migrated.
 async fn store(test: &str) -> PostgresStore {
@@ -368,61 +371,6 @@ async fn race_worker() {
     }
 }
 
-/// A TCP proxy in front of the server that counts turns: a turn is the
-/// client writing after the server last spoke (or first).
-struct TurnCounter {
-    addr: std::net::SocketAddr,
-    turns: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl TurnCounter {
-    async fn start(upstream: String) -> Self {
-        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let turns = std::sync::Arc::new(AtomicUsize::new(0));
-        let counted = turns.clone();
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
-                let (mut client_rx, mut client_tx) = client.into_split();
-                let (mut server_rx, mut server_tx) = server.into_split();
-                // true while the server spoke last.
-                let server_spoke = std::sync::Arc::new(AtomicBool::new(true));
-                let (spoke, turns) = (server_spoke.clone(), counted.clone());
-                tokio::spawn(async move {
-                    let mut buf = vec![0; 64 * 1024];
-                    while let Ok(n @ 1..) = client_rx.read(&mut buf).await {
-                        if spoke.swap(false, Ordering::SeqCst) {
-                            turns.fetch_add(1, Ordering::SeqCst);
-                        }
-                        if server_tx.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                    }
-                });
-                tokio::spawn(async move {
-                    let mut buf = vec![0; 64 * 1024];
-                    while let Ok(n @ 1..) = server_rx.read(&mut buf).await {
-                        server_spoke.store(true, Ordering::SeqCst);
-                        if client_tx.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                    }
-                });
-            }
-        });
-        TurnCounter { addr, turns }
-    }
-
-    /// Turns since the last call, once the traffic has settled.
-    async fn take(&self) -> usize {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        self.turns.swap(0, std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
 /// SPEC §6: each step is one round trip, and so is a replay. Counted on
 /// the wire, through a proxy, for both kinds of connections.
 #[tokio::test]
@@ -431,7 +379,7 @@ async fn each_step_is_one_round_trip() {
     let schema = pg_server::unique_schema("turns");
     let direct: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
     let upstream = format!("{}:{}", direct.get_host(), direct.get_port());
-    let proxy = TurnCounter::start(upstream).await;
+    let proxy = TurnProxy::start(upstream).await;
     let via_proxy = direct.host("127.0.0.1").port(proxy.addr.port());
     let own = PostgresStore::builder()
         .schema(schema.clone())

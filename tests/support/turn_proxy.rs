@@ -28,7 +28,9 @@ impl TurnProxy {
                 let upstream = upstream.clone();
                 let turns = counter.clone();
                 tokio::spawn(async move {
-                    let Ok(server) = TcpStream::connect(&upstream).await else { return };
+                    let Ok(server) = TcpStream::connect(&upstream).await else {
+                        return;
+                    };
                     let _ = client.set_nodelay(true);
                     let _ = server.set_nodelay(true);
                     // Whether the client spoke last on this connection.
@@ -77,5 +79,12 @@ impl TurnProxy {
 
     pub fn turns(&self) -> usize {
         self.turns.load(Ordering::SeqCst)
+    }
+
+    /// Turns since the last call, once the traffic has settled (a pool's
+    /// ping on release comes after the caller has its answer).
+    pub async fn take(&self) -> usize {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        self.turns.swap(0, Ordering::SeqCst)
     }
 }

@@ -1,0 +1,120 @@
+//! SPEC §6's one-trip rule, pinned on the wire: a counting TCP proxy sits
+//! between idem and a real Redis and a real PostgreSQL, and each kind of
+//! call must cost exactly: fresh key 2 turns (claim, complete), replay 1,
+//! in-progress answer 1, released error 2 (claim, release: release is 1).
+
+#[path = "support/pg_server.rs"]
+mod pg_server;
+#[path = "support/redis_server.rs"]
+mod redis_server;
+#[path = "support/turn_proxy.rs"]
+mod turn_proxy;
+
+use idem::{Error, Idempotency, PostgresStore, RedisStore, Token};
+use turn_proxy::TurnProxy;
+
+/// Turns taken by each kind of call through `proxied`; `direct` reaches
+/// the same records without the proxy, to hold a claim.
+async fn count(proxy: &TurnProxy, proxied: &Idempotency, direct: &Idempotency) -> [usize; 4] {
+    let scope = format!("turns-{:x}", Token::random().to_u128() as u64);
+    let fresh = |key: &'static str| {
+        proxied
+            .call(&scope, key)
+            .run(|| async { Ok::<_, Error>(1u8) })
+    };
+    let failing = |key: &'static str| {
+        proxied
+            .call(&scope, key)
+            .run(|| async { Err::<u8, _>(Error::NotConfigured) })
+    };
+    // Warm up: connections made, statements prepared, scripts loaded.
+    fresh("warm").await.unwrap();
+    fresh("warm").await.unwrap();
+    failing("warm-err").await.unwrap_err();
+    proxy.take().await;
+
+    fresh("k").await.unwrap();
+    let fresh_turns = proxy.take().await;
+    fresh("k").await.unwrap();
+    let replay_turns = proxy.take().await;
+
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let holder = {
+        let (direct, scope) = (direct.clone(), scope.clone());
+        tokio::spawn(async move {
+            direct
+                .call(&scope, "busy")
+                .run(|| async {
+                    tx.send(()).unwrap();
+                    done_rx.await.unwrap();
+                    Ok::<_, Error>(0u8)
+                })
+                .await
+        })
+    };
+    rx.await.unwrap();
+    proxy.take().await;
+    let busy = fresh("busy").await;
+    assert!(matches!(busy, Err(Error::InProgress { .. })), "{busy:?}");
+    let in_progress_turns = proxy.take().await;
+    done_tx.send(()).unwrap();
+    holder.await.unwrap().unwrap();
+
+    proxy.take().await;
+    failing("err").await.unwrap_err();
+    let released_turns = proxy.take().await;
+    [fresh_turns, replay_turns, in_progress_turns, released_turns]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_turns_per_call() {
+    let url = redis_server::url().await;
+    let upstream = url
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_owned();
+    let proxy = TurnProxy::start(upstream).await;
+    let proxied = Idempotency::new(
+        RedisStore::connect(&format!("redis://{}", proxy.addr))
+            .await
+            .unwrap(),
+    );
+    let direct = Idempotency::new(RedisStore::connect(&url).await.unwrap());
+    let turns = count(&proxy, &proxied, &direct).await;
+    println!("redis turns: fresh, replay, in progress, released error = {turns:?}");
+    assert_eq!(turns, [2, 1, 1, 2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_turns_per_call() {
+    let url = pg_server::url().await;
+    let schema = pg_server::unique_schema("call_turns");
+    let direct_opts: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let upstream = format!("{}:{}", direct_opts.get_host(), direct_opts.get_port());
+    let proxy = TurnProxy::start(upstream).await;
+    let via_proxy = direct_opts
+        .clone()
+        .host("127.0.0.1")
+        .port(proxy.addr.port());
+    let proxied_store = PostgresStore::builder()
+        .schema(schema.clone())
+        .max_connections(1)
+        .connect_with(via_proxy)
+        .await
+        .unwrap();
+    proxied_store.migrate().await.unwrap();
+    let direct_store = PostgresStore::builder()
+        .schema(schema)
+        .connect_with(direct_opts)
+        .await
+        .unwrap();
+    let turns = count(
+        &proxy,
+        &Idempotency::new(proxied_store),
+        &Idempotency::new(direct_store),
+    )
+    .await;
+    println!("postgres turns: fresh, replay, in progress, released error = {turns:?}");
+    assert_eq!(turns, [2, 1, 1, 2]);
+}
