@@ -8,10 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use idem::{
-    Claim, ClaimOutcome, Error, Fence, Idempotency, MemoryStore, RecordKey, Store, StoreError,
-    Token, async_trait,
-};
+use idem::{Error, Idempotency, MemoryStore};
 
 conformance_suite!(async {
     Idempotency::builder(MemoryStore::new())
@@ -19,44 +16,14 @@ conformance_suite!(async {
         .build()
 });
 
-/// A store that counts the claims that reach it.
-#[derive(Clone, Default)]
-struct Counting {
-    inner: Arc<MemoryStore>,
-    claims: Arc<AtomicUsize>,
-}
-
-#[async_trait]
-impl Store for Counting {
-    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        self.claims.fetch_add(1, Ordering::SeqCst);
-        self.inner.claim(key, claim).await
-    }
-    async fn complete(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        record: &[u8],
-        ttl: Duration,
-    ) -> Result<Fence, StoreError> {
-        self.inner.complete(key, token, record, ttl).await
-    }
-    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
-        self.inner.release(key, token).await
-    }
-    async fn renew(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        lease: Duration,
-    ) -> Result<Fence, StoreError> {
-        self.inner.renew(key, token, lease).await
-    }
+/// A memory store that counts the claims that reach it.
+fn counting() -> conformance::SharedStore {
+    conformance::SharedStore::new(Arc::new(MemoryStore::new()))
 }
 
 #[tokio::test]
 async fn hits_cost_no_round_trip_and_expire_with_the_record() {
-    let store = Counting::default();
+    let store = counting();
     let claims = store.claims.clone();
     let idem = Idempotency::builder(store).local_cache(100).build();
     let runs = AtomicUsize::new(0);
@@ -83,7 +50,7 @@ async fn hits_cost_no_round_trip_and_expire_with_the_record() {
 
 #[tokio::test]
 async fn records_replayed_from_the_store_are_cached_with_the_store_expiry() {
-    let store = Counting::default();
+    let store = counting();
     let claims = store.claims.clone();
     // Another replica completed the record; this one has an empty cache.
     let writer = Idempotency::new(store.clone());

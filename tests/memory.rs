@@ -4,16 +4,12 @@ mod conformance;
 
 use std::time::Duration;
 
-use idem::{Claim, ClaimOutcome, Fingerprint, Idempotency, MemoryStore, RecordKey, Store, Token};
+use idem::{Claim, ClaimOutcome, Fingerprint, Idempotency, MemoryStore, RecordKey, Store};
 
 conformance_suite!(async { Idempotency::new(MemoryStore::new()) });
 
 fn claim(lease: Duration) -> Claim {
-    Claim {
-        token: Token::random(),
-        fingerprint: Fingerprint::NONE,
-        lease,
-    }
+    conformance::new_claim(Fingerprint::NONE, lease)
 }
 
 #[tokio::test]

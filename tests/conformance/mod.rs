@@ -510,11 +510,7 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
     let key = RecordKey::new(&scope("fence"), &"k");
     let fp = Fingerprint::of(&"payload").unwrap();
     let lease = Duration::from_millis(300);
-    let first = Claim {
-        token: Token::random(),
-        fingerprint: fp,
-        lease,
-    };
+    let first = new_claim(fp, lease);
     assert!(matches!(
         store.claim(&key, &first).await.unwrap(),
         ClaimOutcome::Won { took_over: false }
@@ -534,13 +530,7 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
         Fence::Held
     );
     match store
-        .claim(
-            &key,
-            &Claim {
-                token: Token::random(),
-                ..first
-            },
-        )
+        .claim(&key, &new_claim(first.fingerprint, first.lease))
         .await
         .unwrap()
     {
@@ -557,11 +547,7 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
         other => panic!("expected in progress, got {other:?}"),
     }
     tokio::time::sleep(lease * 2).await;
-    let second = Claim {
-        token: Token::random(),
-        fingerprint: fp,
-        lease: Duration::from_secs(5),
-    };
+    let second = new_claim(fp, Duration::from_secs(5));
     assert!(matches!(
         store.claim(&key, &second).await.unwrap(),
         ClaimOutcome::Won { .. }
@@ -586,13 +572,7 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
         Fence::Held
     );
     match store
-        .claim(
-            &key,
-            &Claim {
-                token: Token::random(),
-                ..second
-            },
-        )
+        .claim(&key, &new_claim(second.fingerprint, second.lease))
         .await
         .unwrap()
     {
@@ -621,15 +601,20 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
     );
 }
 
+/// A claim with a fresh token.
+pub fn new_claim(fingerprint: Fingerprint, lease: Duration) -> Claim {
+    Claim {
+        token: Token::random(),
+        fingerprint,
+        lease,
+    }
+}
+
 /// Completes `key` in `scope` with raw record bytes, as an older or broken
 /// writer would.
 async fn plant(idem: &Idempotency, scope: &str, key: &str, record: &[u8]) {
     let key = RecordKey::new(scope, key);
-    let claim = Claim {
-        token: Token::random(),
-        fingerprint: Fingerprint::NONE,
-        lease: Duration::from_secs(5),
-    };
+    let claim = new_claim(Fingerprint::NONE, Duration::from_secs(5));
     assert!(matches!(
         idem.store().claim(&key, &claim).await.unwrap(),
         ClaimOutcome::Won { .. }
@@ -713,7 +698,7 @@ pub async fn empty_key_is_refused(idem: Idempotency) {
 }
 
 pub async fn oversized_value_is_refused_and_released(idem: Idempotency) {
-    let small = Idempotency::builder(ArcStore(idem.store().clone()))
+    let small = Idempotency::builder(SharedStore::new(idem.store().clone()))
         .max_record_bytes(1024)
         .build();
     let scope = scope("oversized");
@@ -738,20 +723,13 @@ pub async fn oversized_value_is_refused_and_released(idem: Idempotency) {
 pub async fn release_lets_the_next_caller_in(idem: Idempotency) {
     let store = idem.store();
     let key = RecordKey::new(&scope("release-store"), &"k");
-    let claim = Claim {
-        token: Token::random(),
-        fingerprint: Fingerprint::NONE,
-        lease: Duration::from_secs(30),
-    };
+    let claim = new_claim(Fingerprint::NONE, Duration::from_secs(30));
     assert!(matches!(
         store.claim(&key, &claim).await.unwrap(),
         ClaimOutcome::Won { .. }
     ));
     assert_eq!(store.release(&key, claim.token).await.unwrap(), Fence::Held);
-    let next = Claim {
-        token: Token::random(),
-        ..claim
-    };
+    let next = new_claim(claim.fingerprint, claim.lease);
     assert!(matches!(
         store.claim(&key, &next).await.unwrap(),
         ClaimOutcome::Won { took_over: false }
@@ -761,19 +739,12 @@ pub async fn release_lets_the_next_caller_in(idem: Idempotency) {
 pub async fn in_progress_reports_retry_after(idem: Idempotency) {
     let store = idem.store();
     let key = RecordKey::new(&scope("retry-after"), &"k");
-    let claim = Claim {
-        token: Token::random(),
-        fingerprint: Fingerprint::NONE,
-        lease: Duration::from_secs(10),
-    };
+    let claim = new_claim(Fingerprint::NONE, Duration::from_secs(10));
     assert!(matches!(
         store.claim(&key, &claim).await.unwrap(),
         ClaimOutcome::Won { .. }
     ));
-    let other = Claim {
-        token: Token::random(),
-        ..claim
-    };
+    let other = new_claim(claim.fingerprint, claim.lease);
     let ClaimOutcome::InProgress { retry_after, .. } = store.claim(&key, &other).await.unwrap()
     else {
         panic!("expected in progress")
@@ -784,17 +755,32 @@ pub async fn in_progress_reports_retry_after(idem: Idempotency) {
     );
 }
 
-/// Shares a store between two handles with different settings.
-pub struct ArcStore(pub Arc<dyn idem::Store>);
+/// Shares a store between handles with different settings, and counts
+/// the claims that reach it.
+#[derive(Clone)]
+pub struct SharedStore {
+    pub inner: Arc<dyn idem::Store>,
+    pub claims: Arc<AtomicUsize>,
+}
+
+impl SharedStore {
+    pub fn new(inner: Arc<dyn idem::Store>) -> Self {
+        Self {
+            inner,
+            claims: Arc::default(),
+        }
+    }
+}
 
 #[idem::async_trait]
-impl idem::Store for ArcStore {
+impl idem::Store for SharedStore {
     async fn claim(
         &self,
         key: &RecordKey,
         claim: &Claim,
     ) -> Result<ClaimOutcome, idem::StoreError> {
-        self.0.claim(key, claim).await
+        self.claims.fetch_add(1, Ordering::SeqCst);
+        self.inner.claim(key, claim).await
     }
     async fn complete(
         &self,
@@ -803,10 +789,10 @@ impl idem::Store for ArcStore {
         record: &[u8],
         ttl: Duration,
     ) -> Result<Fence, idem::StoreError> {
-        self.0.complete(key, token, record, ttl).await
+        self.inner.complete(key, token, record, ttl).await
     }
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, idem::StoreError> {
-        self.0.release(key, token).await
+        self.inner.release(key, token).await
     }
     async fn renew(
         &self,
@@ -814,6 +800,6 @@ impl idem::Store for ArcStore {
         token: Token,
         lease: Duration,
     ) -> Result<Fence, idem::StoreError> {
-        self.0.renew(key, token, lease).await
+        self.inner.renew(key, token, lease).await
     }
 }
