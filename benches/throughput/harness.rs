@@ -75,6 +75,14 @@ impl Report {
         }
     }
 
+    /// Whether any scenario of a group (named by `group`) is wanted, to
+    /// skip its set-up.
+    pub fn wants_any(&self, group: &str) -> bool {
+        self.filter
+            .as_deref()
+            .is_none_or(|f| group.contains(f) || f.contains(group))
+    }
+
     pub fn wants(&self, scenario: &str) -> bool {
         self.filter.as_deref().is_none_or(|f| scenario.contains(f))
     }

@@ -9,6 +9,10 @@
 
 mod harness;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
 
 use harness::Report;
 
@@ -22,6 +26,14 @@ fn main() {
     let mut report = Report::new(filter);
     runtime.block_on(async {
         memory::run(&mut report).await;
+        #[cfg(feature = "redis")]
+        if report.wants_any("redis") {
+            redis::run(&mut report).await;
+        }
+        #[cfg(feature = "postgres")]
+        if report.wants_any("postgres") {
+            postgres::run(&mut report).await;
+        }
     });
     report.print();
 }

@@ -1,0 +1,181 @@
+//! RedisStore beside raw redis-rs on the same server: the minimum two
+//! commands per call, the common GET / SET NX / SET pattern, and raw GET
+//! for replays. Every subject uses one multiplexed connection.
+
+use std::sync::Arc;
+
+use idem::{Error, Idempotency, RedisStore};
+use redis::aio::ConnectionManager;
+
+use crate::harness::{Report, measure, runner};
+
+const LEASE_MS: u64 = 30_000;
+const TTL_MS: u64 = 86_400_000;
+
+fn url() -> String {
+    std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// The two commands every dedupe needs at least: claim, then store.
+async fn raw_two(mut conn: ConnectionManager, key: String) {
+    let claimed: Option<String> = redis::cmd("SET")
+        .arg(&key)
+        .arg("P")
+        .arg("NX")
+        .arg("PX")
+        .arg(LEASE_MS)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    if claimed.is_some() {
+        let _: Option<String> = redis::cmd("SET")
+            .arg(&key)
+            .arg("C1")
+            .arg("XX")
+            .arg("PX")
+            .arg(TTL_MS)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+}
+
+/// What services write by hand: look, claim, store (three trips, racy
+/// between them).
+async fn hand_three(mut conn: ConnectionManager, key: String) {
+    let found: Option<String> = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    if found.is_none() {
+        raw_two(conn, key).await;
+    }
+}
+
+async fn raw_get(mut conn: ConnectionManager, key: String) {
+    let _: Option<Vec<u8>> = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+async fn idem_call(idem: &Idempotency, scope: &str, key: u64) {
+    let out: Result<u64, Error> = idem.call(scope, &key).run(|| async move { Ok(key) }).await;
+    out.unwrap();
+}
+
+pub async fn run(report: &mut Report) {
+    let url = url();
+    let run_id = format!("{:x}", idem::Token::random().to_u128() as u32);
+    let prefix = format!("idem-bench-{run_id}:");
+    let store = RedisStore::builder()
+        .prefix(&prefix)
+        .connect(&url)
+        .await
+        .expect("Redis for the bench");
+    let idem = Idempotency::new(store.clone());
+    let cached = Idempotency::builder(store).local_cache(10_000).build();
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let conn = ConnectionManager::new(client).await.unwrap();
+    let scope: Arc<str> = Arc::from(format!("bench-{run_id}"));
+
+    for (concurrency, calls) in [(1usize, 2_000u64), (64, 20_000)] {
+        let name = format!("redis fresh key, concurrency {concurrency}");
+        let (idem, scope, conn, prefix) =
+            (idem.clone(), scope.clone(), conn.clone(), prefix.clone());
+        report
+            .scenario(
+                &name,
+                vec![
+                    ("idem RedisStore", {
+                        let (idem, scope) = (idem.clone(), scope.clone());
+                        runner(move || {
+                            let (idem, scope) = (idem.clone(), scope.clone());
+                            measure(concurrency, calls, move |i| {
+                                let (idem, scope) = (idem.clone(), scope.clone());
+                                async move { idem_call(&idem, &scope, i).await }
+                            })
+                        })
+                    }),
+                    ("raw SET NX PX + SET XX PX", {
+                        let (conn, prefix) = (conn.clone(), prefix.clone());
+                        runner(move || {
+                            let (conn, prefix) = (conn.clone(), prefix.clone());
+                            measure(concurrency, calls, move |i| {
+                                raw_two(conn.clone(), format!("{prefix}raw:{i}"))
+                            })
+                        })
+                    }),
+                    ("hand-written GET + SET NX + SET", {
+                        let (conn, prefix) = (conn.clone(), prefix.clone());
+                        runner(move || {
+                            let (conn, prefix) = (conn.clone(), prefix.clone());
+                            measure(concurrency, calls, move |i| {
+                                hand_three(conn.clone(), format!("{prefix}hand:{i}"))
+                            })
+                        })
+                    }),
+                ],
+            )
+            .await;
+    }
+
+    // Replays: 1,000 completed keys, read over and over.
+    const HOT: u64 = 1_000;
+    for k in 0..HOT {
+        idem_call(&idem, &scope, u64::MAX - k).await;
+        raw_two(conn.clone(), format!("{prefix}hot:{k}")).await;
+    }
+    for (concurrency, calls) in [(1usize, 4_000u64), (64, 40_000)] {
+        let name = format!("redis replay, concurrency {concurrency}");
+        report
+            .scenario(
+                &name,
+                vec![
+                    ("idem RedisStore", {
+                        let (idem, scope) = (idem.clone(), scope.clone());
+                        runner(move || {
+                            let (idem, scope) = (idem.clone(), scope.clone());
+                            measure(concurrency, calls, move |i| {
+                                let (idem, scope) = (idem.clone(), scope.clone());
+                                async move { idem_call(&idem, &scope, u64::MAX - i % HOT).await }
+                            })
+                        })
+                    }),
+                    ("raw GET", {
+                        let (conn, prefix) = (conn.clone(), prefix.clone());
+                        runner(move || {
+                            let (conn, prefix) = (conn.clone(), prefix.clone());
+                            measure(concurrency, calls, move |i| {
+                                raw_get(conn.clone(), format!("{prefix}hot:{}", i % HOT))
+                            })
+                        })
+                    }),
+                    ("idem RedisStore + local cache", {
+                        let (cached, scope) = (cached.clone(), scope.clone());
+                        runner(move || {
+                            let (cached, scope) = (cached.clone(), scope.clone());
+                            measure(concurrency, calls, move |i| {
+                                let (cached, scope) = (cached.clone(), scope.clone());
+                                async move { idem_call(&cached, &scope, u64::MAX - i % HOT).await }
+                            })
+                        })
+                    }),
+                ],
+            )
+            .await;
+    }
+
+    // Leave nothing behind.
+    let mut conn = conn.clone();
+    let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_default();
+    for chunk in keys.chunks(1000) {
+        let _: Result<(), _> = redis::cmd("DEL").arg(chunk).query_async(&mut conn).await;
+    }
+}
