@@ -129,6 +129,16 @@ impl<P> Call<P> {
     /// [`replay_errors`](crate::replay_errors) or
     /// [`store_errors_if`](crate::store_errors_if).
     pub fn errors<Q>(self, policy: Q) -> Call<Q> {
+        self.map_policy(|_| policy)
+    }
+
+    /// The call's error policy.
+    pub(crate) fn policy(&self) -> &P {
+        &self.policy
+    }
+
+    /// The same call with its error policy wrapped or replaced.
+    pub(crate) fn map_policy<Q>(self, wrap: impl FnOnce(P) -> Q) -> Call<Q> {
         Call {
             idem: self.idem,
             key: self.key,
@@ -137,7 +147,7 @@ impl<P> Call<P> {
             lease: self.lease,
             wait: self.wait,
             fingerprint: self.fingerprint,
-            policy,
+            policy: wrap(self.policy),
             refused: self.refused,
         }
     }

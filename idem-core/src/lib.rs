@@ -29,6 +29,7 @@ mod handle;
 pub mod http;
 mod key;
 mod policy;
+pub mod queue;
 mod record;
 mod store;
 

@@ -1,0 +1,175 @@
+//! SPEC §8's table: each outcome of a queue handler maps to what the
+//! consumer tells the broker.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use idem::queue::{Disposition, Handled, handle};
+use idem::{Error, Idempotency, MemoryStore};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+enum BillingError {
+    CardDeclined,
+    GatewayDown,
+    Idem(String),
+}
+
+impl From<Error> for BillingError {
+    fn from(err: Error) -> Self {
+        BillingError::Idem(err.to_string())
+    }
+}
+
+type NoBeat = fn() -> std::future::Ready<()>;
+
+async fn bill(
+    idem: &Idempotency,
+    order: &str,
+    amount: u64,
+    outcome: Result<u64, BillingError>,
+) -> Handled<u64, BillingError> {
+    let call = idem
+        .call("billing", order)
+        .fingerprint(&amount)
+        .errors(idem::store_errors_if(|e: &BillingError| {
+            *e == BillingError::CardDeclined
+        }));
+    handle(call, None::<(Duration, NoBeat)>, || async move { outcome }).await
+}
+
+#[tokio::test]
+async fn each_outcome_has_its_disposition() {
+    let idem = Idempotency::new(MemoryStore::new());
+
+    let first = bill(&idem, "o-1", 100, Ok(100)).await;
+    assert_eq!(
+        (first.result, first.disposition),
+        (Ok(100), Disposition::Ack)
+    );
+    let replay = bill(&idem, "o-1", 100, Ok(999)).await;
+    assert_eq!(
+        (replay.result, replay.disposition),
+        (Ok(100), Disposition::Ack)
+    );
+
+    let poison = bill(&idem, "o-1", 555, Ok(555)).await;
+    assert_eq!(poison.disposition, Disposition::Reject);
+    assert!(matches!(poison.result, Err(BillingError::Idem(_))));
+
+    let released = bill(&idem, "o-2", 1, Err(BillingError::GatewayDown)).await;
+    assert!(matches!(released.disposition, Disposition::Retry { .. }));
+    assert_eq!(released.result, Err(BillingError::GatewayDown));
+    let retried = bill(&idem, "o-2", 1, Ok(1)).await;
+    assert_eq!(
+        (retried.result, retried.disposition),
+        (Ok(1), Disposition::Ack)
+    );
+
+    let stored = bill(&idem, "o-3", 1, Err(BillingError::CardDeclined)).await;
+    assert_eq!(
+        (stored.result, stored.disposition),
+        (Err(BillingError::CardDeclined), Disposition::Ack)
+    );
+    let stored_again = bill(&idem, "o-3", 1, Ok(1)).await;
+    assert_eq!(
+        (stored_again.result, stored_again.disposition),
+        (Err(BillingError::CardDeclined), Disposition::Ack)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_progress_is_retried_after_the_holders_lease() {
+    let idem = Idempotency::new(MemoryStore::new());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let holder = {
+        let idem = idem.clone();
+        tokio::spawn(async move {
+            let call = idem.call("billing", "busy").lease(Duration::from_secs(20));
+            handle(call, None::<(Duration, NoBeat)>, || async move {
+                tx.send(()).unwrap();
+                done_rx.await.unwrap();
+                Ok::<u8, Error>(1)
+            })
+            .await
+        })
+    };
+    rx.await.unwrap();
+    let busy = handle(
+        idem.call("billing", "busy"),
+        None::<(Duration, NoBeat)>,
+        || async { Ok::<u8, Error>(2) },
+    )
+    .await;
+    let Disposition::Retry { after } = busy.disposition else {
+        panic!("{busy:?}")
+    };
+    assert!(
+        after > Duration::from_secs(15) && after <= Duration::from_secs(20),
+        "{after:?}"
+    );
+    done_tx.send(()).unwrap();
+    assert_eq!(holder.await.unwrap().disposition, Disposition::Ack);
+}
+
+#[tokio::test]
+async fn an_unreachable_store_is_retried_and_the_body_does_not_run() {
+    let idem = Idempotency::new(MemoryStore::with_max_records(64));
+    // Fill every shard with claims: the store refuses more (fail closed).
+    let mut holders = Vec::new();
+    for i in 0..2000u32 {
+        let store = idem.store().clone();
+        let claim = idem::Claim {
+            token: idem::Token::random(),
+            fingerprint: idem::Fingerprint::NONE,
+            lease: Duration::from_secs(60),
+        };
+        holders.push(
+            store
+                .claim(&idem::RecordKey::new("billing", &i), &claim)
+                .await,
+        );
+    }
+    let ran = Arc::new(AtomicUsize::new(0));
+    let refused = handle(
+        idem.call("billing", "new-order"),
+        None::<(Duration, NoBeat)>,
+        || {
+            let ran = ran.clone();
+            async move {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok::<u8, Error>(1)
+            }
+        },
+    )
+    .await;
+    assert!(
+        matches!(refused.result, Err(Error::Store(_))),
+        "{refused:?}"
+    );
+    assert!(matches!(refused.disposition, Disposition::Retry { .. }));
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_heartbeat_beats_while_a_long_handler_runs() {
+    let idem = Idempotency::new(MemoryStore::new());
+    let beats = Arc::new(AtomicUsize::new(0));
+    let counter = beats.clone();
+    let handled = handle(
+        idem.call("billing", "slow"),
+        Some((Duration::from_secs(10), move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(())
+        })),
+        || async {
+            tokio::time::sleep(Duration::from_secs(65)).await;
+            Ok::<u8, Error>(1)
+        },
+    )
+    .await;
+    assert_eq!(handled.disposition, Disposition::Ack);
+    assert_eq!(beats.load(Ordering::SeqCst), 6);
+}
