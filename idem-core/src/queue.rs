@@ -35,6 +35,31 @@ pub enum Disposition {
     Reject,
 }
 
+impl Disposition {
+    /// What to do with a message whose call failed with idem's own error:
+    /// for handlers that run a call themselves (for instance in
+    /// PostgreSQL's transactional mode) and map the outcome.
+    ///
+    /// ```
+    /// use idem_core::queue::Disposition;
+    /// assert_eq!(Disposition::of_error(&idem_core::Error::NotConfigured),
+    ///            Disposition::Retry { after: idem_core::queue::DEFAULT_RETRY_AFTER });
+    /// ```
+    pub fn of_error(error: &Error) -> Disposition {
+        match error {
+            Error::InProgress { retry_after, .. } => Disposition::Retry {
+                after: *retry_after,
+            },
+            Error::FingerprintMismatch { .. } | Error::Codec(_) | Error::InvalidKey(_) => {
+                Disposition::Reject
+            }
+            _ => Disposition::Retry {
+                after: DEFAULT_RETRY_AFTER,
+            },
+        }
+    }
+}
+
 /// A handler's result and what to tell the broker.
 #[derive(Debug)]
 pub struct Handled<T, E> {
@@ -85,7 +110,7 @@ where
             let body = body();
             let out = match heartbeat {
                 None => body.await,
-                Some((every, beat)) => beating(body, every, beat).await,
+                Some((every, beat)) => with_heartbeat(body, every, beat).await,
             };
             out.map_err(Failure::App)
         })
@@ -129,7 +154,28 @@ where
     }
 }
 
-async fn beating<O, H, HFut>(body: impl Future<Output = O>, every: Duration, mut beat: H) -> O
+/// Awaits `body`, calling `beat` every `every` until it finishes, in the
+/// same task (no spawn, so `body` may borrow). For handlers that run a call
+/// themselves and still want to extend the broker's ack deadline.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// use std::time::Duration;
+/// let mut beats = 0;
+/// let out = idem_core::queue::with_heartbeat(
+///     async { tokio::time::sleep(Duration::from_secs(25)).await; 7 },
+///     Duration::from_secs(10),
+///     || { beats += 1; std::future::ready(()) },
+/// )
+/// .await;
+/// assert_eq!((out, beats), (7, 2));
+/// # }
+/// ```
+pub async fn with_heartbeat<O, H, HFut>(
+    body: impl Future<Output = O>,
+    every: Duration,
+    mut beat: H,
+) -> O
 where
     H: FnMut() -> HFut,
     HFut: Future<Output = ()>,

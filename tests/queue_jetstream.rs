@@ -1,0 +1,291 @@
+//! Queue handlers on a real broker: the `jetstream_worker` example under
+//! redelivery, producer retries and SIGKILLs, against NATS JetStream and
+//! PostgreSQL on loopback.
+//!
+//! 2,000 orders are published, 10% of them twice with different
+//! `Nats-Msg-Id`s (a producer retry past the dedupe window), plus one
+//! poison message (a seen order id with another amount). Two worker
+//! processes consume; one is SIGKILLed mid-way several times and
+//! restarted. When the consumer has nothing pending, the effects table must
+//! hold exactly one row per order in transactional mode. The same run
+//! without it is reported honestly: a kill between effect and completion
+//! can double an effect.
+
+#[path = "support/pg_server.rs"]
+mod pg_server;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, message::PublishMessage as Publish};
+use sqlx::Connection;
+use sqlx::postgres::PgConnection;
+
+const ORDERS: usize = 2_000;
+const KILLS: usize = 4;
+
+/// A NATS with JetStream: `NATS_URL`, else the loopback server, else a
+/// private `nats-server -js` (killed when the test ends).
+async fn nats() -> (String, Option<Child>) {
+    let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    if async_nats::connect(&url).await.is_ok() {
+        return (url, None);
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = std::env::temp_dir().join(format!("idem-nats-{}", std::process::id()));
+    let child = Command::new("nats-server")
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("no NATS answers and nats-server is not installed (Debian: apt-get install nats-server)");
+    let url = format!("nats://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while async_nats::connect(&url).await.is_err() {
+        assert!(Instant::now() < deadline, "nats-server did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (url, Some(child))
+}
+
+fn worker_binary() -> std::path::PathBuf {
+    // cargo test builds the examples next to the test binaries.
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("jetstream_worker");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test --all-features`",
+        path.display()
+    );
+    path
+}
+
+struct Run {
+    id: String,
+    nats: String,
+    db: String,
+    transactional: bool,
+}
+
+impl Run {
+    fn stream(&self) -> String {
+        format!("IDEM_T_{}", self.id)
+    }
+    fn subject(&self) -> String {
+        format!("idem.t.{}.orders", self.id)
+    }
+    fn effects(&self) -> String {
+        format!("billing_effects_{}", self.id)
+    }
+    fn schema(&self) -> String {
+        format!("idem_q_{}", self.id)
+    }
+
+    fn spawn_worker(&self) -> Child {
+        Command::new(worker_binary())
+            .env("NATS_URL", &self.nats)
+            .env("DATABASE_URL", &self.db)
+            .env("IDEM_STREAM", self.stream())
+            .env("IDEM_SUBJECT", self.subject())
+            .env("IDEM_CONSUMER", format!("billing_{}", self.id))
+            .env("IDEM_EFFECTS_TABLE", self.effects())
+            .env("IDEM_SCHEMA", self.schema())
+            .env("IDEM_ACK_WAIT_MS", "2000")
+            .env(
+                "IDEM_MODE",
+                if self.transactional {
+                    "transactional"
+                } else {
+                    "plain"
+                },
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the worker")
+    }
+}
+
+struct Figures {
+    published: usize,
+    kills: usize,
+    redelivered: usize,
+    rows: i64,
+    distinct: i64,
+}
+
+async fn chaos(transactional: bool) -> Figures {
+    let (nats_url, _nats_child) = nats().await;
+    let run = Run {
+        id: format!("{:08x}", idem::Token::random().to_u128() as u32),
+        nats: nats_url,
+        db: pg_server::url().await,
+        transactional,
+    };
+    let mut db = PgConnection::connect(&run.db).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {}", run.schema()))
+        .execute(&mut db)
+        .await
+        .unwrap();
+
+    let js = jetstream::new(async_nats::connect(&run.nats).await.unwrap());
+    let stream = js
+        .get_or_create_stream(jetstream::stream::Config {
+            name: run.stream(),
+            subjects: vec![run.subject()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut acks = Vec::new();
+    let mut published = 0;
+    for i in 0..ORDERS {
+        let body = format!(
+            r#"{{"order_id": "order-{i}", "amount_cents": {}}}"#,
+            100 + i
+        );
+        let copies = if i % 10 == 0 { 2 } else { 1 };
+        for copy in 0..copies {
+            let publish = Publish::build()
+                .payload(body.clone().into())
+                .message_id(format!("msg-{i}-{copy}"));
+            acks.push(js.send_publish(run.subject(), publish).await.unwrap());
+            published += 1;
+        }
+    }
+    // The poison message: a seen order id with another amount.
+    let poison = Publish::build()
+        .payload(r#"{"order_id": "order-1", "amount_cents": 1}"#.into())
+        .message_id("poison");
+    acks.push(js.send_publish(run.subject(), poison).await.unwrap());
+    published += 1;
+    for ack in acks {
+        ack.await.unwrap();
+    }
+
+    let mut workers = [run.spawn_worker(), run.spawn_worker()];
+    let consumer_name = format!("billing_{}", run.id);
+    let mut kills = 0;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut consumer = loop {
+        if let Ok(c) = stream
+            .get_consumer::<jetstream::consumer::pull::Config>(&consumer_name)
+            .await
+        {
+            break c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the workers never created their consumer"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut redelivered = 0;
+    loop {
+        let info = consumer.info().await.unwrap().clone();
+        redelivered = redelivered.max(info.num_redelivered);
+        if kills < KILLS
+            && info.delivered.stream_sequence
+                > (kills as u64 + 1) * published as u64 / (KILLS as u64 + 2)
+        {
+            workers[0].kill().unwrap();
+            workers[0].wait().unwrap();
+            workers[0] = run.spawn_worker();
+            kills += 1;
+        }
+        if kills == KILLS && info.num_pending == 0 && info.num_ack_pending == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the consumer did not drain: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for worker in &mut workers {
+        let _ = worker.kill();
+        let _ = worker.wait();
+    }
+
+    let (rows, distinct): (i64, i64) = sqlx::query_as(&format!(
+        "SELECT count(*), count(DISTINCT order_id) FROM {}",
+        run.effects()
+    ))
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    let poisoned: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {} WHERE order_id = 'order-1' AND amount_cents = 1",
+        run.effects()
+    ))
+    .fetch_one(&mut db)
+    .await
+    .unwrap();
+    assert_eq!(poisoned, 0, "the poison message took effect");
+
+    let _ = js.delete_stream(run.stream()).await;
+    let _ = sqlx::query(&format!("DROP TABLE {}", run.effects()))
+        .execute(&mut db)
+        .await;
+    let _ = sqlx::query(&format!("DROP SCHEMA {} CASCADE", run.schema()))
+        .execute(&mut db)
+        .await;
+    Figures {
+        published,
+        kills,
+        redelivered,
+        rows,
+        distinct,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactional_mode_bills_each_order_exactly_once_through_kills() {
+    let f = chaos(true).await;
+    println!(
+        "transactional: {} messages published ({} orders), {} kills, {} redelivered by the broker, {} effect rows, {} duplicate effects",
+        f.published,
+        ORDERS,
+        f.kills,
+        f.redelivered,
+        f.rows,
+        f.rows - f.distinct
+    );
+    assert_eq!(f.distinct, ORDERS as i64, "an order was never billed");
+    assert_eq!(f.rows, ORDERS as i64, "an order was billed twice");
+    assert_eq!(f.kills, KILLS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_mode_reports_its_duplicates() {
+    let f = chaos(false).await;
+    println!(
+        "plain: {} messages published ({} orders), {} kills, {} redelivered by the broker, {} effect rows, {} duplicate effects",
+        f.published,
+        ORDERS,
+        f.kills,
+        f.redelivered,
+        f.rows,
+        f.rows - f.distinct
+    );
+    // Every order is billed; without the transactional mode a kill between
+    // the effect and the completion may bill one twice, so only an upper
+    // bound holds: one extra effect per kill at most.
+    assert_eq!(f.distinct, ORDERS as i64, "an order was never billed");
+    assert!(
+        f.rows - f.distinct <= f.kills as i64,
+        "{} duplicates",
+        f.rows - f.distinct
+    );
+}
