@@ -289,3 +289,95 @@ async fn plain_mode_reports_its_duplicates() {
         f.rows - f.distinct
     );
 }
+
+/// A handler slower than the consumer's ack wait keeps its message through
+/// in-progress acks (no redelivery) and keeps its claim (lease renewal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_handler_keeps_its_message_and_its_claim() {
+    use futures::StreamExt;
+    use idem::queue::{Disposition, handle};
+
+    let (nats_url, _nats_child) = nats().await;
+    let id = format!("{:08x}", idem::Token::random().to_u128() as u32);
+    let js = jetstream::new(async_nats::connect(&nats_url).await.unwrap());
+    let stream = js
+        .get_or_create_stream(jetstream::stream::Config {
+            name: format!("IDEM_SLOW_{id}"),
+            subjects: vec![format!("idem.slow.{id}")],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    js.send_publish(
+        format!("idem.slow.{id}"),
+        Publish::build().payload("order-1".into()),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    let ack_wait = Duration::from_secs(1);
+    let consumer = stream
+        .get_or_create_consumer(
+            "slow",
+            jetstream::consumer::pull::Config {
+                durable_name: Some("slow".into()),
+                ack_wait,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut messages = consumer.messages().await.unwrap();
+    let message = messages.next().await.unwrap().unwrap();
+
+    let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    let lease = Duration::from_millis(600);
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let slow = {
+        let idem = idem.clone();
+        async move {
+            let call = idem.call("billing", "order-1").lease(lease);
+            handle(
+                call,
+                Some((ack_wait / 4, || async {
+                    message
+                        .ack_with(jetstream::AckKind::Progress)
+                        .await
+                        .unwrap();
+                })),
+                || async {
+                    started_tx.send(()).unwrap();
+                    tokio::time::sleep(ack_wait * 4).await;
+                    Ok::<_, idem::Error>(1u8)
+                },
+            )
+            .await
+            .disposition
+        }
+    };
+    let probe = async {
+        started_rx.await.unwrap();
+        // Well past the ack wait and the lease: no redelivery, no takeover.
+        tokio::time::sleep(ack_wait * 2).await;
+        let redelivered = tokio::time::timeout(Duration::from_millis(500), messages.next()).await;
+        let dup = handle(
+            idem.call("billing", "order-1").lease(lease),
+            None::<(Duration, fn() -> std::future::Ready<()>)>,
+            || async { Ok::<_, idem::Error>(2u8) },
+        )
+        .await;
+        (redelivered.is_err(), dup.disposition)
+    };
+    let (disposition, (no_redelivery, dup)) = tokio::join!(slow, probe);
+    assert_eq!(disposition, Disposition::Ack);
+    assert!(
+        no_redelivery,
+        "the broker redelivered the message to another consumer"
+    );
+    assert!(
+        matches!(dup, Disposition::Retry { .. }),
+        "the claim was lost: {dup:?}"
+    );
+    let _ = js.delete_stream(format!("IDEM_SLOW_{id}")).await;
+}
