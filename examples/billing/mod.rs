@@ -1,0 +1,155 @@
+//! The billing handler shared by the JetStream and RabbitMQ workers: one
+//! effect row per order, keyed by the order id, in PostgreSQL.
+//!
+//! Environment: `DATABASE_URL` (default the loopback PostgreSQL `test`
+//! database), `IDEM_EFFECTS_TABLE` (default `billing_effects`),
+//! `IDEM_SCHEMA` (where idem keeps its records, default `public`) and
+//! `IDEM_MODE`: `transactional` (default: the effect and the record commit
+//! together) or `plain` (the effect, then the record: a crash in between
+//! can double it).
+
+use std::time::Duration;
+
+use idem::queue::Disposition;
+use idem::{Idempotency, PostgresStore};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct OrderPlaced {
+    pub order_id: String,
+    pub amount_cents: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Billed {
+    order_id: String,
+    amount_cents: i64,
+}
+
+/// The handler's errors: idem's own, or the database's (released, so the
+/// redelivery runs again).
+#[derive(Debug)]
+pub enum BillingError {
+    Idem(idem::Error),
+    Db(sqlx::Error),
+}
+
+impl From<idem::Error> for BillingError {
+    fn from(err: idem::Error) -> Self {
+        BillingError::Idem(err)
+    }
+}
+
+pub fn env(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+pub struct Worker {
+    idem: Idempotency,
+    store: PostgresStore,
+    pool: PgPool,
+    effects: String,
+    pub transactional: bool,
+}
+
+impl Worker {
+    /// Bills one order; the effect is one row in the effects table.
+    pub async fn bill(&self, order: &OrderPlaced) -> Result<Billed, BillingError> {
+        let call = self
+            .idem
+            .call("billing", &order.order_id)
+            .fingerprint(order);
+        let insert = format!(
+            "INSERT INTO {} (order_id, amount_cents) VALUES ($1, $2)",
+            self.effects
+        );
+        let billed = || Billed {
+            order_id: order.order_id.clone(),
+            amount_cents: order.amount_cents,
+        };
+        if !self.transactional {
+            return call
+                .run(|| async {
+                    sqlx::query(&insert)
+                        .bind(&order.order_id)
+                        .bind(order.amount_cents)
+                        .execute(&self.pool)
+                        .await
+                        .map_err(BillingError::Db)?;
+                    Ok(billed())
+                })
+                .await;
+        }
+        let mut tx = self.pool.begin().await.map_err(BillingError::Db)?;
+        let out = self
+            .store
+            .in_transaction(&mut tx, call)
+            .run(async |conn| {
+                sqlx::query(&insert)
+                    .bind(&order.order_id)
+                    .bind(order.amount_cents)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(BillingError::Db)?;
+                Ok(billed())
+            })
+            .await;
+        match out {
+            Ok(billed) => {
+                tx.commit().await.map_err(BillingError::Db)?;
+                Ok(billed)
+            }
+            Err(err) => {
+                let _ = tx.rollback().await;
+                Err(err)
+            }
+        }
+    }
+}
+
+pub fn disposition(out: &Result<Billed, BillingError>) -> Disposition {
+    match out {
+        Ok(_) => Disposition::Ack,
+        Err(BillingError::Idem(err)) => Disposition::of_error(err),
+        Err(BillingError::Db(err)) => {
+            eprintln!("database error, message retried: {err}");
+            Disposition::Retry {
+                after: Duration::from_secs(1),
+            }
+        }
+    }
+}
+
+impl Worker {
+    /// Connects to PostgreSQL, creates the effects table and idem's table.
+    pub async fn from_env() -> Result<Worker, BoxError> {
+        let db_url = env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test");
+        let effects = env("IDEM_EFFECTS_TABLE", "billing_effects");
+        let schema = env("IDEM_SCHEMA", "public");
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .connect(&db_url)
+            .await?;
+        sqlx::query(&format!(
+            "CREATE TABLE IF NOT EXISTS {effects} (order_id TEXT, amount_cents BIGINT, applied_at TIMESTAMPTZ DEFAULT now())"
+        ))
+        .execute(&pool)
+        .await?;
+        let store = PostgresStore::builder()
+            .schema(&schema)
+            .connect(&db_url)
+            .await?;
+        store.migrate().await?;
+        Ok(Worker {
+            idem: Idempotency::new(store.clone()),
+            store,
+            pool,
+            effects,
+            transactional: env("IDEM_MODE", "transactional") != "plain",
+        })
+    }
+}

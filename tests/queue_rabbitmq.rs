@@ -1,0 +1,158 @@
+//! The `rabbitmq_worker` example on a real RabbitMQ (127.0.0.1:5672 or
+//! `AMQP_URL`): 300 orders, 10% published twice, one SIGKILL of the worker
+//! mid-way and a restart; afterwards every order is billed exactly once.
+
+#[path = "support/pg_server.rs"]
+mod pg_server;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+use sqlx::Connection as _;
+use sqlx::postgres::PgConnection;
+
+const ORDERS: usize = 300;
+
+fn worker(queue: &str, effects: &str, schema: &str, amqp: &str, db: &str) -> Child {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("rabbitmq_worker");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo test --all-features`",
+        bin.display()
+    );
+    Command::new(bin)
+        .env("AMQP_URL", amqp)
+        .env("DATABASE_URL", db)
+        .env("IDEM_QUEUE", queue)
+        .env("IDEM_EFFECTS_TABLE", effects)
+        .env("IDEM_SCHEMA", schema)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the worker")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_order_is_billed_once_through_redelivery_and_a_kill() {
+    let amqp = std::env::var("AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+    let db = pg_server::url().await;
+    let id = format!("{:08x}", idem::Token::random().to_u128() as u32);
+    let (queue, effects, schema) = (
+        format!("idem.orders.{id}"),
+        format!("rmq_effects_{id}"),
+        format!("idem_r_{id}"),
+    );
+    let connection = Connection::connect(&amqp, ConnectionProperties::default())
+        .await
+        .expect("RabbitMQ is not reachable: install and start rabbitmq-server (Debian: apt-get install rabbitmq-server) or set AMQP_URL");
+    let channel = connection.create_channel().await.unwrap();
+    channel
+        .queue_declare(
+            queue.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let mut pg = PgConnection::connect(&db).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&mut pg)
+        .await
+        .unwrap();
+
+    let mut published = 0;
+    for i in 0..ORDERS {
+        let body = format!(r#"{{"order_id": "order-{i}", "amount_cents": {i}}}"#);
+        for _ in 0..if i % 10 == 0 { 2 } else { 1 } {
+            channel
+                .basic_publish(
+                    "".into(),
+                    queue.as_str().into(),
+                    BasicPublishOptions::default(),
+                    body.as_bytes(),
+                    BasicProperties::default(),
+                )
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+            published += 1;
+        }
+    }
+
+    let mut child = worker(&queue, &effects, &schema, &amqp, &db);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut killed = false;
+    loop {
+        let state = channel
+            .queue_declare(
+                queue.as_str().into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        let billed: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {effects}"))
+            .fetch_one(&mut pg)
+            .await
+            .unwrap_or(0);
+        if !killed && billed > (ORDERS / 3) as i64 {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            child = worker(&queue, &effects, &schema, &amqp, &db);
+            killed = true;
+        }
+        // Empty and no unacked delivery left with the consumer.
+        if killed && state.message_count() == 0 && billed >= ORDERS as i64 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the queue did not drain: {} left, {billed} billed",
+            state.message_count()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let (rows, distinct): (i64, i64) = sqlx::query_as(&format!(
+        "SELECT count(*), count(DISTINCT order_id) FROM {effects}"
+    ))
+    .fetch_one(&mut pg)
+    .await
+    .unwrap();
+    println!(
+        "rabbitmq: {published} messages ({ORDERS} orders), 1 kill, {rows} effect rows, {} duplicate effects",
+        rows - distinct
+    );
+    assert_eq!((rows, distinct), (ORDERS as i64, ORDERS as i64));
+
+    let _ = channel
+        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    let _ = sqlx::query(&format!("DROP TABLE {effects}"))
+        .execute(&mut pg)
+        .await;
+    let _ = sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&mut pg)
+        .await;
+}
