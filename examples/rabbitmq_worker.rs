@@ -36,7 +36,7 @@ async fn main() -> Result<(), BoxError> {
     channel.basic_qos(8, BasicQosOptions::default()).await?;
     channel
         .queue_declare(
-            queue.as_str().into(),
+            queue.as_str(),
             QueueDeclareOptions {
                 durable: true,
                 ..Default::default()
@@ -46,8 +46,8 @@ async fn main() -> Result<(), BoxError> {
         .await?;
     let mut deliveries = channel
         .basic_consume(
-            queue.as_str().into(),
-            "billing".into(),
+            queue.as_str(),
+            "billing",
             BasicConsumeOptions::default(),
             FieldTable::default(),
         )

@@ -59,7 +59,7 @@ async fn each_order_is_billed_once_through_redelivery_and_a_kill() {
     let channel = connection.create_channel().await.unwrap();
     channel
         .queue_declare(
-            queue.as_str().into(),
+            queue.as_str(),
             QueueDeclareOptions {
                 durable: true,
                 ..Default::default()
@@ -80,8 +80,8 @@ async fn each_order_is_billed_once_through_redelivery_and_a_kill() {
         for _ in 0..if i % 10 == 0 { 2 } else { 1 } {
             channel
                 .basic_publish(
-                    "".into(),
-                    queue.as_str().into(),
+                    "",
+                    queue.as_str(),
                     BasicPublishOptions::default(),
                     body.as_bytes(),
                     BasicProperties::default(),
@@ -100,7 +100,7 @@ async fn each_order_is_billed_once_through_redelivery_and_a_kill() {
     loop {
         let state = channel
             .queue_declare(
-                queue.as_str().into(),
+                queue.as_str(),
                 QueueDeclareOptions {
                     passive: true,
                     ..Default::default()
@@ -147,7 +147,7 @@ async fn each_order_is_billed_once_through_redelivery_and_a_kill() {
     assert_eq!((rows, distinct), (ORDERS as i64, ORDERS as i64));
 
     let _ = channel
-        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .queue_delete(queue.as_str(), QueueDeleteOptions::default())
         .await;
     let _ = sqlx::query(&format!("DROP TABLE {effects}"))
         .execute(&mut pg)
