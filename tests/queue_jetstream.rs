@@ -125,6 +125,19 @@ struct Figures {
     distinct: i64,
 }
 
+impl Figures {
+    fn report(&self, mode: &str) {
+        println!(
+            "{mode}: {} messages published ({ORDERS} orders), {} kills, {} redelivered by the broker, {} effect rows, {} duplicate effects",
+            self.published,
+            self.kills,
+            self.redelivered,
+            self.rows,
+            self.rows - self.distinct
+        );
+    }
+}
+
 async fn chaos(transactional: bool) -> Figures {
     let (nats_url, _nats_child) = nats().await;
     let run = Run {
@@ -253,15 +266,7 @@ async fn chaos(transactional: bool) -> Figures {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactional_mode_bills_each_order_exactly_once_through_kills() {
     let f = chaos(true).await;
-    println!(
-        "transactional: {} messages published ({} orders), {} kills, {} redelivered by the broker, {} effect rows, {} duplicate effects",
-        f.published,
-        ORDERS,
-        f.kills,
-        f.redelivered,
-        f.rows,
-        f.rows - f.distinct
-    );
+    f.report("transactional");
     assert_eq!(f.distinct, ORDERS as i64, "an order was never billed");
     assert_eq!(f.rows, ORDERS as i64, "an order was billed twice");
     assert_eq!(f.kills, KILLS);
@@ -270,15 +275,7 @@ async fn transactional_mode_bills_each_order_exactly_once_through_kills() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_mode_reports_its_duplicates() {
     let f = chaos(false).await;
-    println!(
-        "plain: {} messages published ({} orders), {} kills, {} redelivered by the broker, {} effect rows, {} duplicate effects",
-        f.published,
-        ORDERS,
-        f.kills,
-        f.redelivered,
-        f.rows,
-        f.rows - f.distinct
-    );
+    f.report("plain");
     // Every order is billed; without the transactional mode a kill between
     // the effect and the completion may bill one twice, so only an upper
     // bound holds: one extra effect per kill at most.

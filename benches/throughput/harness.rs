@@ -152,3 +152,28 @@ where
 {
     Box::new(move || Box::pin(f()))
 }
+
+/// A round of `calls` idem calls at `concurrency` on `idem`, each with key
+/// `key_of(i)` and a no-op body.
+pub fn idem_runner(
+    idem: idem::Idempotency,
+    scope: Arc<str>,
+    concurrency: usize,
+    calls: u64,
+    key_of: fn(u64) -> u64,
+) -> Runner {
+    runner(move || {
+        let (idem, scope) = (idem.clone(), scope.clone());
+        measure(concurrency, calls, move |i| {
+            let (idem, scope) = (idem.clone(), scope.clone());
+            async move {
+                let key = key_of(i);
+                let out: Result<u64, idem::Error> = idem
+                    .call(&*scope, &key)
+                    .run(|| async move { Ok(key) })
+                    .await;
+                out.expect("idem call in the bench");
+            }
+        })
+    })
+}

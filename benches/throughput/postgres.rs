@@ -15,7 +15,7 @@ use idem::{Error, Idempotency, PostgresStore};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::harness::{Report, measure, runner};
+use crate::harness::{Report, idem_runner, measure, runner};
 
 fn url() -> String {
     std::env::var("IDEM_TEST_DATABASE_URL")
@@ -96,20 +96,6 @@ pub async fn run(report: &mut Report) {
     );
     let cached = Idempotency::builder(own).local_cache(10_000).build();
     let scope: Arc<str> = Arc::from("bench");
-
-    let idem_runner = |idem: Idempotency,
-                       scope: Arc<str>,
-                       concurrency: usize,
-                       calls: u64,
-                       offset: fn(u64) -> u64| {
-        runner(move || {
-            let (idem, scope) = (idem.clone(), scope.clone());
-            measure(concurrency, calls, move |i| {
-                let (idem, scope) = (idem.clone(), scope.clone());
-                async move { idem_call(&idem, &scope, offset(i)).await }
-            })
-        })
-    };
 
     for (concurrency, calls) in [(1usize, 400u64), (32, 4_000)] {
         let name = format!("postgres fresh key, concurrency {concurrency}");

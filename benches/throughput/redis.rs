@@ -7,7 +7,7 @@ use std::sync::Arc;
 use idem::{Error, Idempotency, RedisStore};
 use redis::aio::ConnectionManager;
 
-use crate::harness::{Report, measure, runner};
+use crate::harness::{Report, idem_runner, measure, runner};
 
 const LEASE_MS: u64 = 30_000;
 const TTL_MS: u64 = 86_400_000;
@@ -89,16 +89,10 @@ pub async fn run(report: &mut Report) {
             .scenario(
                 &name,
                 vec![
-                    ("idem RedisStore", {
-                        let (idem, scope) = (idem.clone(), scope.clone());
-                        runner(move || {
-                            let (idem, scope) = (idem.clone(), scope.clone());
-                            measure(concurrency, calls, move |i| {
-                                let (idem, scope) = (idem.clone(), scope.clone());
-                                async move { idem_call(&idem, &scope, i).await }
-                            })
-                        })
-                    }),
+                    (
+                        "idem RedisStore",
+                        idem_runner(idem.clone(), scope.clone(), concurrency, calls, |i| i),
+                    ),
                     ("raw SET NX PX + SET XX PX", {
                         let (conn, prefix) = (conn.clone(), prefix.clone());
                         runner(move || {
@@ -134,16 +128,12 @@ pub async fn run(report: &mut Report) {
             .scenario(
                 &name,
                 vec![
-                    ("idem RedisStore", {
-                        let (idem, scope) = (idem.clone(), scope.clone());
-                        runner(move || {
-                            let (idem, scope) = (idem.clone(), scope.clone());
-                            measure(concurrency, calls, move |i| {
-                                let (idem, scope) = (idem.clone(), scope.clone());
-                                async move { idem_call(&idem, &scope, u64::MAX - i % HOT).await }
-                            })
-                        })
-                    }),
+                    (
+                        "idem RedisStore",
+                        idem_runner(idem.clone(), scope.clone(), concurrency, calls, |i| {
+                            u64::MAX - i % HOT
+                        }),
+                    ),
                     ("raw GET", {
                         let (conn, prefix) = (conn.clone(), prefix.clone());
                         runner(move || {
@@ -153,16 +143,12 @@ pub async fn run(report: &mut Report) {
                             })
                         })
                     }),
-                    ("idem RedisStore + local cache", {
-                        let (cached, scope) = (cached.clone(), scope.clone());
-                        runner(move || {
-                            let (cached, scope) = (cached.clone(), scope.clone());
-                            measure(concurrency, calls, move |i| {
-                                let (cached, scope) = (cached.clone(), scope.clone());
-                                async move { idem_call(&cached, &scope, u64::MAX - i % HOT).await }
-                            })
-                        })
-                    }),
+                    (
+                        "idem RedisStore + local cache",
+                        idem_runner(cached.clone(), scope.clone(), concurrency, calls, |i| {
+                            u64::MAX - i % HOT
+                        }),
+                    ),
                 ],
             )
             .await;
