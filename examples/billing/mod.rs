@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use idem::queue::Disposition;
-use idem::{Idempotency, PostgresStore};
+use idem::{Idempotency, PostgresStore, idempotent};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -52,50 +52,49 @@ pub struct Worker {
     idem: Idempotency,
     store: PostgresStore,
     pool: PgPool,
-    effects: String,
+    /// The statement of the effect: one row per billing.
+    insert_sql: String,
     pub transactional: bool,
 }
 
 impl Worker {
     /// Bills one order; the effect is one row in the effects table.
     pub async fn bill(&self, order: &OrderPlaced) -> Result<Billed, BillingError> {
+        if self.transactional {
+            self.bill_in_transaction(order).await
+        } else {
+            self.bill_plain(order).await
+        }
+    }
+
+    /// The effect, then the record: keyed by the business id, the order.
+    #[idempotent(store = self.idem, scope = "billing", key = order.order_id, fingerprint = order)]
+    async fn bill_plain(&self, order: &OrderPlaced) -> Result<Billed, BillingError> {
+        self.insert(order)
+            .execute(&self.pool)
+            .await
+            .map_err(BillingError::Db)?;
+        Ok(Billed::of(order))
+    }
+
+    /// The effect and the record in one transaction. The attribute cannot
+    /// join a transaction the caller opens, so this one uses the builder,
+    /// with the same scope, key and fingerprint.
+    async fn bill_in_transaction(&self, order: &OrderPlaced) -> Result<Billed, BillingError> {
         let call = self
             .idem
             .call("billing", &order.order_id)
             .fingerprint(order);
-        let insert = format!(
-            "INSERT INTO {} (order_id, amount_cents) VALUES ($1, $2)",
-            self.effects
-        );
-        let billed = || Billed {
-            order_id: order.order_id.clone(),
-            amount_cents: order.amount_cents,
-        };
-        if !self.transactional {
-            return call
-                .run(|| async {
-                    sqlx::query(&insert)
-                        .bind(&order.order_id)
-                        .bind(order.amount_cents)
-                        .execute(&self.pool)
-                        .await
-                        .map_err(BillingError::Db)?;
-                    Ok(billed())
-                })
-                .await;
-        }
         let mut tx = self.pool.begin().await.map_err(BillingError::Db)?;
         let out = self
             .store
             .in_transaction(&mut tx, call)
             .run(async |conn| {
-                sqlx::query(&insert)
-                    .bind(&order.order_id)
-                    .bind(order.amount_cents)
+                self.insert(order)
                     .execute(&mut *conn)
                     .await
                     .map_err(BillingError::Db)?;
-                Ok(billed())
+                Ok(Billed::of(order))
             })
             .await;
         match out {
@@ -109,8 +108,27 @@ impl Worker {
             }
         }
     }
+
+    fn insert<'q>(
+        &'q self,
+        order: &'q OrderPlaced,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        sqlx::query(self.insert_sql.as_str())
+            .bind(&order.order_id)
+            .bind(order.amount_cents)
+    }
 }
 
+impl Billed {
+    fn of(order: &OrderPlaced) -> Self {
+        Billed {
+            order_id: order.order_id.clone(),
+            amount_cents: order.amount_cents,
+        }
+    }
+}
+
+/// What to tell the broker about a billed (or not) message.
 pub fn disposition(out: &Result<Billed, BillingError>) -> Disposition {
     match out {
         Ok(_) => Disposition::Ack,
@@ -148,7 +166,7 @@ impl Worker {
             idem: Idempotency::new(store.clone()),
             store,
             pool,
-            effects,
+            insert_sql: format!("INSERT INTO {effects} (order_id, amount_cents) VALUES ($1, $2)"),
             transactional: env("IDEM_MODE", "transactional") != "plain",
         })
     }
