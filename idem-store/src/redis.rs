@@ -127,26 +127,68 @@ fn store_error(err: redis::RedisError) -> StoreError {
 }
 
 impl RedisStoreBuilder {
-    /// The prefix of every key this store writes (default `idem:`).
+    /// The prefix of every key this store writes (default `idem:`). Give
+    /// each service or environment sharing a Redis its own.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// let store = idem_store::RedisStore::builder()
+    ///     .prefix("orders:idem:")
+    ///     .connect("redis://127.0.0.1:6379")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
         self.prefix = prefix.as_ref().to_vec();
         self
     }
 
-    /// How long to wait for a connection (default 1 s).
+    /// How long to wait for a connection, at start and on every
+    /// reconnection (default 1 s).
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// use std::time::Duration;
+    /// let store = idem_store::RedisStore::builder()
+    ///     .connection_timeout(Duration::from_millis(200))
+    ///     .connect("redis://127.0.0.1:6379")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn connection_timeout(mut self, timeout: Duration) -> Self {
         self.connection_timeout = timeout;
         self
     }
 
     /// How long to wait for an answer before failing with `Error::Store`
-    /// (default 1 s).
+    /// (default 1 s). A call whose claim times out does not run its body.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// use std::time::Duration;
+    /// let store = idem_store::RedisStore::builder()
+    ///     .response_timeout(Duration::from_millis(250))
+    ///     .connect("redis://127.0.0.1:6379")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
     }
 
-    /// Connects to one Redis server (`redis://…` or `rediss://…`).
+    /// Connects to one Redis server (`redis://…`, with user, password and
+    /// database number as the `redis` crate reads them). Fails with a
+    /// [`StoreError`] if the server does not answer within the connection
+    /// timeout.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// let store = idem_store::RedisStore::builder()
+    ///     .connect("redis://:secret@127.0.0.1:6379/2")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(self, url: &str) -> Result<RedisStore, StoreError> {
         let client = redis::Client::open(url).map_err(store_error)?;
         let config = ConnectionManagerConfig::new()
@@ -160,7 +202,17 @@ impl RedisStoreBuilder {
         Ok(self.build(Conn::Single(manager)))
     }
 
-    /// Connects to a Redis Cluster through any of its nodes.
+    /// Connects to a Redis Cluster through any of its nodes; the client
+    /// learns the slot map and follows `MOVED`/`ASK` redirections. Every
+    /// script touches one key, so each call goes to one master.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// let store = idem_store::RedisStore::builder()
+    ///     .connect_cluster(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"])
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn connect_cluster<I, U>(self, nodes: I) -> Result<RedisStore, StoreError>
     where
         I: IntoIterator<Item = U>,
@@ -191,17 +243,48 @@ impl RedisStoreBuilder {
 }
 
 impl RedisStore {
-    /// Connects to one Redis server with default settings.
+    /// Connects to one Redis server with default settings: prefix `idem:`,
+    /// connection and response timeouts of 1 s.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// let store = idem_store::RedisStore::connect("redis://127.0.0.1:6379").await?;
+    /// let idem = idem_core::Idempotency::new(store);
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         Self::builder().connect(url).await
     }
 
     /// Settings for a store: prefix, timeouts, cluster.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// use std::time::Duration;
+    /// let store = idem_store::RedisStore::builder()
+    ///     .prefix("billing:idem:")
+    ///     .connection_timeout(Duration::from_millis(500))
+    ///     .response_timeout(Duration::from_millis(250))
+    ///     .connect("redis://127.0.0.1:6379")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn builder() -> RedisStoreBuilder {
         RedisStoreBuilder::default()
     }
 
-    /// The Redis key of a record: the prefix, then the 32 hashed bytes.
+    /// The Redis key of a record: the prefix, then the 32 bytes of the
+    /// hashed scope and key (never the raw key). For inspecting or
+    /// deleting a record by hand.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// use idem_core::RecordKey;
+    /// let store = idem_store::RedisStore::connect("redis://127.0.0.1:6379").await?;
+    /// let key = store.redis_key(&RecordKey::new("payments", "order-1"));
+    /// assert_eq!(key.len(), "idem:".len() + 32);
+    /// # Ok(()) }
+    /// ```
     pub fn redis_key(&self, key: &RecordKey) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.prefix.len() + 32);
         out.extend_from_slice(&self.prefix);

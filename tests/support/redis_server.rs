@@ -79,6 +79,7 @@ pub struct PrivateRedis {
 impl PrivateRedis {
     /// Starts a server on a free port with `extra` arguments.
     pub fn start(extra: &[&str]) -> Self {
+        remove_stale_dirs();
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("idem-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -172,5 +173,27 @@ impl Drop for PrivateRedis {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Removes the directories of private servers whose test process is gone
+/// (the shared and cluster servers are never dropped, so their directories
+/// outlive the process; their servers do not).
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("idem-redis-"))
+            .and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }

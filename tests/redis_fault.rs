@@ -1,0 +1,257 @@
+//! A `RedisStore` whose private `redis-server` dies under load and comes
+//! back on the same port: no panic, every failure is `Error::Store` and
+//! fast, no body runs without a won claim, and the same store (never
+//! recreated) works again after the restart.
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use idem::{
+    Claim, ClaimOutcome, Error, Fence, Idempotency, RecordKey, RedisStore, Store, StoreError, Token,
+};
+use redis_server::PrivateRedis;
+
+/// Counts what the store granted: claims won and completions that held.
+struct Audited {
+    inner: RedisStore,
+    granted: Arc<Granted>,
+}
+
+#[derive(Default)]
+struct Granted {
+    won: AtomicUsize,
+    completed: AtomicUsize,
+}
+
+#[idem::async_trait]
+impl Store for Audited {
+    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        let out = self.inner.claim(key, claim).await;
+        if matches!(out, Ok(ClaimOutcome::Won { .. })) {
+            self.granted.won.fetch_add(1, Ordering::SeqCst);
+        }
+        out
+    }
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let out = self.inner.complete(key, token, record, ttl).await;
+        if matches!(out, Ok(Fence::Held)) {
+            self.granted.completed.fetch_add(1, Ordering::SeqCst);
+        }
+        out
+    }
+    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
+        self.inner.release(key, token).await
+    }
+    async fn renew(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        lease: Duration,
+    ) -> Result<Fence, StoreError> {
+        self.inner.renew(key, token, lease).await
+    }
+}
+
+async fn fast_store(server: &PrivateRedis) -> RedisStore {
+    RedisStore::builder()
+        .connection_timeout(Duration::from_millis(300))
+        .response_timeout(Duration::from_millis(300))
+        .connect(&server.url())
+        .await
+        .expect("connect to the private redis-server")
+}
+
+#[derive(Default)]
+struct Tally {
+    ok: AtomicUsize,
+    store_errors: AtomicUsize,
+    bodies: AtomicUsize,
+    slowest_failure_ms: AtomicUsize,
+}
+
+const WORKERS: usize = 8;
+/// Per worker: the loop ends at `stop` or here, whichever comes first.
+const MAX_CALLS: u32 = 50_000;
+
+/// Eight workers call with fresh keys while the server is killed
+/// (SIGKILL) mid-load and restarted 1.5 s later on the same port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_and_restart_mid_load() {
+    let mut server = PrivateRedis::start(&[]);
+    let granted = Arc::new(Granted::default());
+    let idem = Idempotency::new(Audited {
+        inner: fast_store(&server).await,
+        granted: granted.clone(),
+    });
+    let tally = Arc::new(Tally::default());
+    let stop = Arc::new(AtomicBool::new(false));
+
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (idem, tally, stop) = (idem.clone(), tally.clone(), stop.clone());
+            tokio::spawn(async move {
+                for i in 0..MAX_CALLS {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let started = Instant::now();
+                    let out: Result<u32, Error> = idem
+                        .call("fault", &(w as u32, i))
+                        .run(|| async {
+                            tally.bodies.fetch_add(1, Ordering::SeqCst);
+                            Ok(i)
+                        })
+                        .await;
+                    match out {
+                        Ok(v) => {
+                            assert_eq!(v, i);
+                            tally.ok.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(Error::Store(_)) => {
+                            tally.store_errors.fetch_add(1, Ordering::SeqCst);
+                            let ms = started.elapsed().as_millis() as usize;
+                            tally.slowest_failure_ms.fetch_max(ms, Ordering::SeqCst);
+                            // Don't spin on a dead server.
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                        Err(other) => panic!("worker {w}, call {i}: {other:?}"),
+                    }
+                }
+            })
+        })
+        .collect();
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let ok_before_kill = tally.ok.load(Ordering::SeqCst);
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let errors_during_outage = tally.store_errors.load(Ordering::SeqCst);
+    let server = tokio::task::spawn_blocking(move || {
+        server.restart();
+        server
+    })
+    .await
+    .unwrap();
+    let ok_at_restart = tally.ok.load(Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tally.ok.load(Ordering::SeqCst) < ok_at_restart + 500 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    for worker in workers {
+        worker.await.expect("a worker panicked");
+    }
+    drop(server);
+
+    let ok = tally.ok.load(Ordering::SeqCst);
+    let bodies = tally.bodies.load(Ordering::SeqCst);
+    let won = granted.won.load(Ordering::SeqCst);
+    let completed = granted.completed.load(Ordering::SeqCst);
+    let slowest = tally.slowest_failure_ms.load(Ordering::SeqCst);
+    println!(
+        "ok {ok} ({ok_before_kill} before the kill), store errors {}, \
+         claims won {won}, bodies {bodies}, completed {completed}, slowest failed call {slowest} ms",
+        tally.store_errors.load(Ordering::SeqCst),
+    );
+    assert!(ok_before_kill > 0, "no work before the kill");
+    assert!(errors_during_outage > 0, "the outage was not seen");
+    assert!(slowest < 2_000, "a failing call took {slowest} ms");
+    assert!(
+        ok >= ok_at_restart + 500,
+        "work did not resume after the restart: {} calls",
+        ok - ok_at_restart
+    );
+    // No body without a won claim; every Ok answer is a completion that held.
+    assert_eq!(bodies, won, "a body ran without a won claim");
+    assert_eq!(ok, completed);
+    // The bodies that did run but could not store (their completion hit
+    // the outage) answered `Error::Store`, never `Ok`.
+    assert!(bodies - ok <= tally.store_errors.load(Ordering::SeqCst));
+}
+
+/// A store whose server is gone answers `Error::Store` within about its
+/// response timeout, the body never runs, and the same store succeeds
+/// once the server is back.
+#[tokio::test]
+async fn a_dead_server_fails_closed_and_fast_then_recovers() {
+    let mut server = PrivateRedis::start(&[]);
+    let idem = Idempotency::new(fast_store(&server).await);
+    let first: Result<u8, Error> = idem.call("dead", "warm").run(|| async { Ok(1) }).await;
+    assert_eq!(first.unwrap(), 1);
+
+    server.kill();
+    let ran = AtomicBool::new(false);
+    for attempt in 0..5 {
+        let started = Instant::now();
+        let out: Result<u8, Error> = idem
+            .call("dead", &attempt)
+            .run(|| async {
+                ran.store(true, Ordering::SeqCst);
+                Ok(2)
+            })
+            .await;
+        let took = started.elapsed();
+        assert!(matches!(out, Err(Error::Store(_))), "{out:?}");
+        assert!(
+            took < Duration::from_secs(2),
+            "attempt {attempt} took {took:?}"
+        );
+    }
+    assert!(!ran.load(Ordering::SeqCst), "a body ran without a claim");
+
+    let server = tokio::task::spawn_blocking(move || {
+        server.restart();
+        server
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out: Result<u8, Error> = idem.call("dead", "back").run(|| async { Ok(3) }).await;
+        match out {
+            Ok(v) => {
+                assert_eq!(v, 3);
+                break;
+            }
+            Err(Error::Store(err)) if Instant::now() < deadline => {
+                let _ = err;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(other) => panic!("the store did not recover: {other:?}"),
+        }
+    }
+    drop(server);
+}
+
+/// Connecting to a closed loopback port fails fast with a `StoreError`
+/// (which `?` turns into `Error::Store`): there is no store, so no body
+/// can run.
+#[tokio::test]
+async fn an_unreachable_redis_fails_fast() {
+    let port = redis_server::free_port();
+    let started = Instant::now();
+    let connect = async {
+        let store = RedisStore::builder()
+            .connection_timeout(Duration::from_millis(300))
+            .connect(&format!("redis://127.0.0.1:{port}"))
+            .await?;
+        Ok::<_, Error>(Idempotency::new(store))
+    };
+    let out = connect.await;
+    assert!(
+        matches!(out, Err(Error::Store(_))),
+        "connected to a closed port"
+    );
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
