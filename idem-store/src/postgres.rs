@@ -18,7 +18,7 @@ use sqlx::{Acquire, Postgres, Row};
 
 use conns::{Conns, lost_connection};
 use sql::{MIGRATIONS, Sql, micros};
-pub use tx::InTransaction;
+pub use tx::{InTransaction, TxHandle};
 
 const BACKEND: &str = "postgres";
 

@@ -16,6 +16,9 @@ use tokio::sync::Mutex;
 use super::sql::Sql;
 use super::{BACKEND, ClaimBytes, Out, PostgresStore, Want, claim_outcome, send_on};
 
+mod handle;
+pub use handle::TxHandle;
+
 /// A call that will run inside a database transaction. Made by
 /// [`PostgresStore::in_transaction`]; run by [`run`](InTransaction::run).
 ///
