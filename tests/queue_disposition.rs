@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use idem::queue::{Disposition, Handled, handle};
+use idem::queue::{Disposition, Handled, handle, with_heartbeat};
 use idem::{Error, Idempotency, MemoryStore};
 use serde::{Deserialize, Serialize};
 
@@ -22,8 +22,6 @@ impl From<Error> for BillingError {
     }
 }
 
-type NoBeat = fn() -> std::future::Ready<()>;
-
 async fn bill(
     idem: &Idempotency,
     order: &str,
@@ -36,7 +34,7 @@ async fn bill(
         .errors(idem::store_errors_if(|e: &BillingError| {
             *e == BillingError::CardDeclined
         }));
-    handle(call, None::<(Duration, NoBeat)>, || async move { outcome }).await
+    handle(call, || async move { outcome }).await
 }
 
 #[tokio::test]
@@ -88,7 +86,7 @@ async fn in_progress_is_retried_after_the_holders_lease() {
         let idem = idem.clone();
         tokio::spawn(async move {
             let call = idem.call("billing", "busy").lease(Duration::from_secs(20));
-            handle(call, None::<(Duration, NoBeat)>, || async move {
+            handle(call, || async move {
                 tx.send(()).unwrap();
                 done_rx.await.unwrap();
                 Ok::<u8, Error>(1)
@@ -97,11 +95,9 @@ async fn in_progress_is_retried_after_the_holders_lease() {
         })
     };
     rx.await.unwrap();
-    let busy = handle(
-        idem.call("billing", "busy"),
-        None::<(Duration, NoBeat)>,
-        || async { Ok::<u8, Error>(2) },
-    )
+    let busy = handle(idem.call("billing", "busy"), || async {
+        Ok::<u8, Error>(2)
+    })
     .await;
     let Disposition::Retry { after } = busy.disposition else {
         panic!("{busy:?}")
@@ -133,17 +129,13 @@ async fn an_unreachable_store_is_retried_and_the_body_does_not_run() {
         );
     }
     let ran = Arc::new(AtomicUsize::new(0));
-    let refused = handle(
-        idem.call("billing", "new-order"),
-        None::<(Duration, NoBeat)>,
-        || {
-            let ran = ran.clone();
-            async move {
-                ran.fetch_add(1, Ordering::SeqCst);
-                Ok::<u8, Error>(1)
-            }
-        },
-    )
+    let refused = handle(idem.call("billing", "new-order"), || {
+        let ran = ran.clone();
+        async move {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Ok::<u8, Error>(1)
+        }
+    })
     .await;
     assert!(
         matches!(refused.result, Err(Error::Store(_))),
@@ -158,18 +150,100 @@ async fn the_heartbeat_beats_while_a_long_handler_runs() {
     let idem = Idempotency::new(MemoryStore::new());
     let beats = Arc::new(AtomicUsize::new(0));
     let counter = beats.clone();
-    let handled = handle(
-        idem.call("billing", "slow"),
-        Some((Duration::from_secs(10), move || {
-            counter.fetch_add(1, Ordering::SeqCst);
-            std::future::ready(())
-        })),
-        || async {
-            tokio::time::sleep(Duration::from_secs(65)).await;
-            Ok::<u8, Error>(1)
-        },
-    )
+    let handled = handle(idem.call("billing", "slow"), || {
+        with_heartbeat(
+            async {
+                tokio::time::sleep(Duration::from_secs(65)).await;
+                Ok::<u8, Error>(1)
+            },
+            Duration::from_secs(10),
+            move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                std::future::ready(())
+            },
+        )
+    })
     .await;
     assert_eq!(handled.disposition, Disposition::Ack);
     assert_eq!(beats.load(Ordering::SeqCst), 6);
+}
+
+/// `Disposition::of` for `#[idempotent]` handlers: the error type says
+/// which errors are idem's, the policy which of its own are stored.
+#[tokio::test]
+async fn an_annotated_handlers_result_has_its_disposition() {
+    use idem::queue::AsIdemError;
+
+    #[derive(Debug, Serialize, Deserialize)]
+    enum PayError {
+        Declined,
+        Timeout,
+        #[serde(skip)]
+        Idem(Error),
+    }
+    impl From<Error> for PayError {
+        fn from(err: Error) -> Self {
+            PayError::Idem(err)
+        }
+    }
+    impl AsIdemError for PayError {
+        fn as_idem_error(&self) -> Option<&Error> {
+            match self {
+                PayError::Idem(err) => Some(err),
+                _ => None,
+            }
+        }
+    }
+    fn declined(err: &PayError) -> bool {
+        matches!(err, PayError::Declined)
+    }
+
+    static IDEM: std::sync::LazyLock<Idempotency> =
+        std::sync::LazyLock::new(|| Idempotency::new(MemoryStore::new()));
+
+    #[idem::idempotent(key = order, scope = "pay", store = IDEM, errors = declined, skip(outcome))]
+    async fn pay(
+        order: &str,
+        amount: u64,
+        outcome: Result<u64, PayError>,
+    ) -> Result<u64, PayError> {
+        outcome
+    }
+
+    let of = |out: &Result<u64, PayError>| Disposition::of(out, declined);
+    assert_eq!(of(&pay("p-1", 5, Ok(5)).await), Disposition::Ack);
+    assert_eq!(
+        of(&pay("p-1", 5, Ok(6)).await),
+        Disposition::Ack,
+        "a replay"
+    );
+    let poison = pay("p-1", 7, Ok(7)).await;
+    assert_eq!(of(&poison), Disposition::Reject, "{poison:?}");
+    let declined_now = pay("p-2", 5, Err(PayError::Declined)).await;
+    assert_eq!(of(&declined_now), Disposition::Ack);
+    let replayed = pay("p-2", 5, Ok(5)).await;
+    assert!(matches!(replayed, Err(PayError::Declined)), "{replayed:?}");
+    assert_eq!(of(&replayed), Disposition::Ack);
+    let timeout = pay("p-3", 5, Err(PayError::Timeout)).await;
+    assert!(matches!(of(&timeout), Disposition::Retry { .. }));
+    assert_eq!(
+        of(&pay("p-3", 5, Ok(5)).await),
+        Disposition::Ack,
+        "released: runs again"
+    );
+
+    // A boxed error that may be idem's own.
+    type Boxed = Box<dyn std::error::Error + Send + Sync>;
+    let retry = Disposition::Retry {
+        after: idem::queue::DEFAULT_RETRY_AFTER,
+    };
+    let undecodable: Boxed = Error::Codec(idem::CodecError::Corrupt("not a record")).into();
+    let cases: [(Result<u8, Boxed>, Disposition); 3] = [
+        (Err(Error::NotConfigured.into()), retry),
+        (Err("gateway down".into()), retry),
+        (Err(undecodable), Disposition::Reject),
+    ];
+    for (out, want) in cases {
+        assert_eq!(Disposition::of(&out, |_| false), want, "{out:?}");
+    }
 }

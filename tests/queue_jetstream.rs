@@ -292,7 +292,7 @@ async fn plain_mode_reports_its_duplicates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_handler_keeps_its_message_and_its_claim() {
     use futures::StreamExt;
-    use idem::queue::{Disposition, handle};
+    use idem::queue::{Disposition, handle, with_heartbeat};
 
     let (nats_url, _nats_child) = nats().await;
     let id = format!("{:08x}", idem::Token::random().to_u128() as u32);
@@ -335,20 +335,22 @@ async fn a_slow_handler_keeps_its_message_and_its_claim() {
         let idem = idem.clone();
         async move {
             let call = idem.call("billing", "order-1").lease(lease);
-            handle(
-                call,
-                Some((ack_wait / 4, || async {
-                    message
-                        .ack_with(jetstream::AckKind::Progress)
-                        .await
-                        .unwrap();
-                })),
-                || async {
-                    started_tx.send(()).unwrap();
-                    tokio::time::sleep(ack_wait * 4).await;
-                    Ok::<_, idem::Error>(1u8)
-                },
-            )
+            handle(call, || {
+                with_heartbeat(
+                    async {
+                        started_tx.send(()).unwrap();
+                        tokio::time::sleep(ack_wait * 4).await;
+                        Ok::<_, idem::Error>(1u8)
+                    },
+                    ack_wait / 4,
+                    || async {
+                        message
+                            .ack_with(jetstream::AckKind::Progress)
+                            .await
+                            .unwrap();
+                    },
+                )
+            })
             .await
             .disposition
         }
@@ -358,11 +360,9 @@ async fn a_slow_handler_keeps_its_message_and_its_claim() {
         // Well past the ack wait and the lease: no redelivery, no takeover.
         tokio::time::sleep(ack_wait * 2).await;
         let redelivered = tokio::time::timeout(Duration::from_millis(500), messages.next()).await;
-        let dup = handle(
-            idem.call("billing", "order-1").lease(lease),
-            None::<(Duration, fn() -> std::future::Ready<()>)>,
-            || async { Ok::<_, idem::Error>(2u8) },
-        )
+        let dup = handle(idem.call("billing", "order-1").lease(lease), || async {
+            Ok::<_, idem::Error>(2u8)
+        })
         .await;
         (redelivered.is_err(), dup.disposition)
     };

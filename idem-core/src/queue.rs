@@ -1,15 +1,63 @@
 //! Queue consumers: what to tell the broker after an idempotent handler.
 //!
 //! Brokers deliver at least once. Key the handler by the message's
-//! business id (an order id, not the broker's delivery id), run it with
-//! [`handle`], and answer the broker with the [`Disposition`]:
+//! business id (an order id, never the broker's delivery or message id),
+//! and answer the broker with the [`Disposition`] of its outcome:
 //!
 //! | outcome | disposition |
 //! | --- | --- |
 //! | `Ok`, first run or replay | `Ack` |
-//! | a stored `Err` (policy `replay_errors` / `store_errors_if`), first run or replay | `Ack` |
-//! | a released `Err`, `Error::Store`, `Error::InProgress`, `Error::LeaseLost`, `Error::NotConfigured` | `Retry { after }` |
+//! | a stored `Err` (`errors = "replay"` or a predicate that says so), first run or replay | `Ack`: the answer is final |
+//! | a released `Err`, `Error::Store`, `Error::InProgress`, `Error::LeaseLost`, `Error::NotConfigured` | `Retry { after }`: negative ack with a delay |
 //! | `Error::FingerprintMismatch` (same id, other payload), `Error::Codec`, `Error::InvalidKey` | `Reject`: a poison message, dead-lettered, never retried |
+//!
+//! Three ways in:
+//!
+//! - an `#[idempotent]` handler whose error type implements [`AsIdemError`]:
+//!   [`Disposition::of`] its result;
+//! - a call run through the builder: [`handle`] runs it and tells stored
+//!   errors from released ones itself;
+//! - idem's own error alone: [`Disposition::of_error`].
+//!
+//! While a long handler runs, its call renews the claim's lease;
+//! [`with_heartbeat`] extends the broker's ack deadline too (JetStream
+//! "in progress" acks), in the same task, so the handler keeps both its
+//! claim and its message.
+//!
+//! ```
+//! use idem_core::queue::{AsIdemError, Disposition, with_heartbeat};
+//! # extern crate idem_core as idem;
+//! # use idem_macros::idempotent;
+//! use std::time::Duration;
+//!
+//! #[derive(Debug)]
+//! enum BillingError { Idem(idem::Error), GatewayDown }
+//! impl From<idem::Error> for BillingError {
+//!     fn from(err: idem::Error) -> Self { BillingError::Idem(err) }
+//! }
+//! impl AsIdemError for BillingError {
+//!     fn as_idem_error(&self) -> Option<&idem::Error> {
+//!         match self { BillingError::Idem(err) => Some(err), _ => None }
+//!     }
+//! }
+//!
+//! #[idempotent(key = order_id, scope = "billing", store = IDEM)]
+//! async fn bill(order_id: &str, amount_cents: u64) -> Result<u64, BillingError> {
+//!     Ok(amount_cents)
+//! }
+//! # static IDEM: std::sync::LazyLock<idem::Idempotency> =
+//! #     std::sync::LazyLock::new(|| idem::Idempotency::new(idem_store::MemoryStore::new()));
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! // For each message: run the handler, extending the ack deadline every
+//! // 10 s (`message.ack_with(AckKind::Progress)` on JetStream) meanwhile.
+//! let out = with_heartbeat(bill("order-42", 1200), Duration::from_secs(10), || async {}).await;
+//! // `errors = "release"` (the default) stores no error: `|_| false`.
+//! assert_eq!(Disposition::of(&out, |_| false), Disposition::Ack);
+//! let dup = bill("order-42", 999).await; // same id, other payload
+//! assert_eq!(Disposition::of(&dup, |_| false), Disposition::Reject);
+//! # }
+//! ```
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,12 +67,31 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::{Call, CodecError, Error, ErrorPolicy};
 
 /// How long a released error or a store failure waits before redelivery.
+///
+/// ```
+/// use idem_core::queue::{DEFAULT_RETRY_AFTER, Disposition};
+/// let down = idem_core::Error::NotConfigured;
+/// assert_eq!(Disposition::of_error(&down), Disposition::Retry { after: DEFAULT_RETRY_AFTER });
+/// ```
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// What the consumer tells the broker about a message.
+/// What the consumer tells the broker about a message (see the
+/// [module](self)'s table).
+///
+/// ```
+/// use idem_core::queue::Disposition;
+/// # struct Message;
+/// # impl Message { fn ack(&self) {} fn nak(&self, _: std::time::Duration) {} fn term(&self) {} }
+/// # let (message, disposition) = (Message, Disposition::Ack);
+/// match disposition {
+///     Disposition::Ack => message.ack(),
+///     Disposition::Retry { after } => message.nak(after), // JetStream: AckKind::Nak(Some(after))
+///     Disposition::Reject => message.term(),              // JetStream: AckKind::Term
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Disposition {
-    /// Done (ran now, or earlier): acknowledge.
+    /// Done (now, or by an earlier delivery): acknowledge.
     Ack,
     /// Not done: negative-acknowledge so it is redelivered after `after`.
     Retry {
@@ -36,14 +103,40 @@ pub enum Disposition {
 }
 
 impl Disposition {
-    /// What to do with a message whose call failed with idem's own error:
-    /// for handlers that run a call themselves (for instance in
-    /// PostgreSQL's transactional mode) and map the outcome.
+    /// The disposition of an `#[idempotent]` handler's result. `stored`
+    /// is the handler's `errors` policy: `|_| false` for `"release"` (the
+    /// default), `|_| true` for `"replay"`, or the predicate given as
+    /// `errors = path`; a stored error is a final answer, so it is acked.
     ///
     /// ```
-    /// use idem_core::queue::Disposition;
+    /// use idem_core::{Error, queue::Disposition};
+    /// let busy: Result<(), Error> = Err(Error::NotConfigured);
+    /// assert!(matches!(Disposition::of(&busy, |_| false), Disposition::Retry { .. }));
+    /// assert_eq!(Disposition::of(&Ok::<_, Error>(1), |_| false), Disposition::Ack);
+    /// ```
+    pub fn of<T, E: AsIdemError>(
+        result: &Result<T, E>,
+        stored: impl FnOnce(&E) -> bool,
+    ) -> Disposition {
+        match result {
+            Ok(_) => Disposition::Ack,
+            Err(err) => match err.as_idem_error() {
+                Some(err) => Disposition::of_error(err),
+                None if stored(err) => Disposition::Ack,
+                None => Disposition::Retry {
+                    after: DEFAULT_RETRY_AFTER,
+                },
+            },
+        }
+    }
+
+    /// The disposition of a message whose call failed with idem's own
+    /// error.
+    ///
+    /// ```
+    /// use idem_core::queue::{DEFAULT_RETRY_AFTER, Disposition};
     /// assert_eq!(Disposition::of_error(&idem_core::Error::NotConfigured),
-    ///            Disposition::Retry { after: idem_core::queue::DEFAULT_RETRY_AFTER });
+    ///            Disposition::Retry { after: DEFAULT_RETRY_AFTER });
     /// ```
     pub fn of_error(error: &Error) -> Disposition {
         match error {
@@ -60,7 +153,58 @@ impl Disposition {
     }
 }
 
-/// A handler's result and what to tell the broker.
+/// An error type that may carry idem's own [`Error`] (which it takes in
+/// through `From<idem::Error>`), so [`Disposition::of`] can tell a poison
+/// message or a busy key from the handler's own failures.
+///
+/// ```
+/// use idem_core::{Error, queue::AsIdemError};
+/// enum AppError { Idem(Error), Declined }
+/// impl AsIdemError for AppError {
+///     fn as_idem_error(&self) -> Option<&Error> {
+///         match self { AppError::Idem(err) => Some(err), AppError::Declined => None }
+///     }
+/// }
+/// assert!(AppError::Declined.as_idem_error().is_none());
+/// ```
+pub trait AsIdemError {
+    /// idem's error, if this is one.
+    fn as_idem_error(&self) -> Option<&Error>;
+}
+
+/// ```
+/// use idem_core::queue::AsIdemError;
+/// assert!(idem_core::Error::NotConfigured.as_idem_error().is_some());
+/// ```
+impl AsIdemError for Error {
+    fn as_idem_error(&self) -> Option<&Error> {
+        Some(self)
+    }
+}
+
+/// ```
+/// use idem_core::queue::AsIdemError;
+/// let err: Box<dyn std::error::Error + Send + Sync> = idem_core::Error::NotConfigured.into();
+/// assert!(err.as_idem_error().is_some());
+/// ```
+impl AsIdemError for Box<dyn std::error::Error + Send + Sync> {
+    fn as_idem_error(&self) -> Option<&Error> {
+        self.downcast_ref()
+    }
+}
+
+/// A handler's result and what to tell the broker. Made by [`handle`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
+/// let handled = idem_core::queue::handle(idem.call("billing", "order-7"), || async {
+///     Ok::<_, idem_core::Error>(7)
+/// })
+/// .await;
+/// assert_eq!(handled.result.unwrap(), 7);
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Handled<T, E> {
     /// The handler's result, its own or replayed.
@@ -69,94 +213,65 @@ pub struct Handled<T, E> {
     pub disposition: Disposition,
 }
 
-/// Runs `body` as `call` would and maps the outcome to a [`Disposition`]
-/// (SPEC §8). `heartbeat`, if given, is awaited every `every` while the
-/// body runs, in the same task, to extend the broker's ack deadline
-/// (JetStream "in progress" acks); the lease of the claim is renewed by the
-/// call itself.
+/// Runs `body` as `call` would and maps the outcome to a [`Disposition`],
+/// telling a stored error (replayed or not: `Ack`) from a released one
+/// (`Retry`) by the call's own policy; `E` need not implement
+/// [`AsIdemError`]. Wrap the body in [`with_heartbeat`] to extend the
+/// broker's ack deadline while it runs.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use idem_core::queue::{Disposition, handle};
+/// use std::time::Duration;
+/// use idem_core::queue::{Disposition, handle, with_heartbeat};
 /// # let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
-/// type NoHeartbeat = fn() -> std::future::Ready<()>;
-/// let handled = handle(
-///     idem.call("billing", "order-42"),
-///     None::<(std::time::Duration, NoHeartbeat)>,
-///     || async { Ok::<_, idem_core::Error>(String::from("charged")) },
-/// )
+/// let charge = || async { Ok::<_, idem_core::Error>(String::from("charged")) };
+/// let handled = handle(idem.call("billing", "order-42"), || {
+///     with_heartbeat(charge(), Duration::from_secs(10), || async { /* in-progress ack */ })
+/// })
 /// .await;
 /// assert_eq!(handled.disposition, Disposition::Ack);
 /// # }
 /// ```
-pub async fn handle<P, T, E, F, Fut, H, HFut>(
-    call: Call<P>,
-    heartbeat: Option<(Duration, H)>,
-    body: F,
-) -> Handled<T, E>
+pub async fn handle<P, T, E, F, Fut>(call: Call<P>, body: F) -> Handled<T, E>
 where
     P: ErrorPolicy<E>,
     T: Serialize + DeserializeOwned,
     E: From<Error>,
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, E>>,
-    H: FnMut() -> HFut,
-    HFut: Future<Output = ()>,
 {
     let call = call.map_policy(|policy| QueuePolicy(Arc::new(policy)));
     let policy = Arc::clone(&call.policy().0);
     let reported = call
-        .run_reported(|| async move {
-            let body = body();
-            let out = match heartbeat {
-                None => body.await,
-                Some((every, beat)) => with_heartbeat(body, every, beat).await,
-            };
-            out.map_err(Failure::App)
-        })
+        .run_reported(|| async move { body().await.map_err(Failure::App) })
         .await;
-    let replayed = reported.replayed;
-    match reported.result {
-        Ok(value) => Handled {
-            result: Ok(value),
-            disposition: Disposition::Ack,
-        },
+    let (result, disposition) = match reported.result {
+        Ok(value) => (Ok(value), Disposition::Ack),
         Err(Failure::Idem(err)) => {
-            let disposition = match &err {
-                Error::InProgress { retry_after, .. } => Disposition::Retry {
-                    after: *retry_after,
-                },
-                Error::FingerprintMismatch { .. } | Error::Codec(_) | Error::InvalidKey(_) => {
-                    Disposition::Reject
-                }
-                _ => Disposition::Retry {
-                    after: DEFAULT_RETRY_AFTER,
-                },
-            };
-            Handled {
-                result: Err(E::from(err)),
-                disposition,
-            }
+            let disposition = Disposition::of_error(&err);
+            (Err(E::from(err)), disposition)
         }
         Err(Failure::App { error, stored }) => {
-            let disposition = if stored || replayed || policy.stores(&error) {
+            let disposition = if stored || reported.replayed || policy.stores(&error) {
                 Disposition::Ack
             } else {
                 Disposition::Retry {
                     after: DEFAULT_RETRY_AFTER,
                 }
             };
-            Handled {
-                result: Err(error),
-                disposition,
-            }
+            (Err(error), disposition)
         }
+    };
+    Handled {
+        result,
+        disposition,
     }
 }
 
-/// Awaits `body`, calling `beat` every `every` until it finishes, in the
-/// same task (no spawn, so `body` may borrow). For handlers that run a call
-/// themselves and still want to extend the broker's ack deadline.
+/// Awaits `body`, awaiting `beat()` every `every` until it finishes, in
+/// the same task (no spawn, so `body` may borrow): the hook that extends a
+/// broker's ack deadline while a long handler runs. Keep `every` well
+/// under the ack deadline (a third of it, say).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
