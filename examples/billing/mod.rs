@@ -8,9 +8,8 @@
 //! together) or `plain` (the effect, then the record: a crash in between
 //! can double it).
 
-use std::time::Duration;
-
-use idem::queue::Disposition;
+use idem::postgres::TxHandle;
+use idem::queue::{AsIdemError, Disposition};
 use idem::{Idempotency, PostgresStore, idempotent};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
@@ -44,6 +43,16 @@ impl From<idem::Error> for BillingError {
     }
 }
 
+/// Which of the handler's errors are idem's, for `Disposition::of`.
+impl AsIdemError for BillingError {
+    fn as_idem_error(&self) -> Option<&idem::Error> {
+        match self {
+            BillingError::Idem(err) => Some(err),
+            BillingError::Db(_) => None,
+        }
+    }
+}
+
 pub fn env(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
 }
@@ -60,53 +69,45 @@ pub struct Worker {
 impl Worker {
     /// Bills one order; the effect is one row in the effects table.
     pub async fn bill(&self, order: &OrderPlaced) -> Result<Billed, BillingError> {
-        if self.transactional {
-            self.bill_in_transaction(order).await
-        } else {
-            self.bill_plain(order).await
+        if !self.transactional {
+            return self.bill_plain(order).await;
         }
+        // Claim, effect and record in one transaction: killed before the
+        // commit, none of them stays, and the redelivery bills at once.
+        let tx = self
+            .store
+            .tx_handle(self.pool.begin().await.map_err(BillingError::Db)?);
+        let out = self.bill_in(&tx, order).await;
+        match out {
+            // A replay commits nothing new; a first run commits both.
+            Ok(_) => tx.commit().await.map_err(BillingError::Db)?,
+            Err(_) => {
+                let _ = tx.rollback().await;
+            }
+        }
+        out
     }
 
-    /// The effect, then the record: keyed by the business id, the order.
-    #[idempotent(store = self.idem, scope = "billing", key = order.order_id, fingerprint = order)]
+    /// The transactional mode: keyed by the business id, the order's;
+    /// the effect goes through the transaction that holds the claim.
+    #[idempotent(key = order.order_id, scope = "billing", fingerprint = order, store = tx)]
+    async fn bill_in(&self, tx: &TxHandle, order: &OrderPlaced) -> Result<Billed, BillingError> {
+        self.insert(order)
+            .execute(&mut *tx.conn().await)
+            .await
+            .map_err(BillingError::Db)?;
+        Ok(Billed::of(order))
+    }
+
+    /// The plain mode: the effect, then the record. A crash in between
+    /// leaves an effect with no record, and the redelivery bills again.
+    #[idempotent(key = order.order_id, scope = "billing", fingerprint = order, store = self.idem)]
     async fn bill_plain(&self, order: &OrderPlaced) -> Result<Billed, BillingError> {
         self.insert(order)
             .execute(&self.pool)
             .await
             .map_err(BillingError::Db)?;
         Ok(Billed::of(order))
-    }
-
-    /// The effect and the record in one transaction. The attribute cannot
-    /// join a transaction the caller opens, so this one uses the builder,
-    /// with the same scope, key and fingerprint.
-    async fn bill_in_transaction(&self, order: &OrderPlaced) -> Result<Billed, BillingError> {
-        let call = self
-            .idem
-            .call("billing", &order.order_id)
-            .fingerprint(order);
-        let mut tx = self.pool.begin().await.map_err(BillingError::Db)?;
-        let out = self
-            .store
-            .in_transaction(&mut tx, call)
-            .run(async |conn| {
-                self.insert(order)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(BillingError::Db)?;
-                Ok(Billed::of(order))
-            })
-            .await;
-        match out {
-            Ok(billed) => {
-                tx.commit().await.map_err(BillingError::Db)?;
-                Ok(billed)
-            }
-            Err(err) => {
-                let _ = tx.rollback().await;
-                Err(err)
-            }
-        }
     }
 
     fn insert<'q>(
@@ -128,18 +129,13 @@ impl Billed {
     }
 }
 
-/// What to tell the broker about a billed (or not) message.
+/// What to tell the broker about a billed (or not) message. The handler
+/// stores no error (`errors = "release"`, the default): `|_| false`.
 pub fn disposition(out: &Result<Billed, BillingError>) -> Disposition {
-    match out {
-        Ok(_) => Disposition::Ack,
-        Err(BillingError::Idem(err)) => Disposition::of_error(err),
-        Err(BillingError::Db(err)) => {
-            eprintln!("database error, message retried: {err}");
-            Disposition::Retry {
-                after: Duration::from_secs(1),
-            }
-        }
+    if let Err(BillingError::Db(err)) = out {
+        eprintln!("database error, message retried: {err}");
     }
+    Disposition::of(out, |_| false)
 }
 
 impl Worker {
