@@ -9,7 +9,9 @@
 //! restarted. When the consumer has nothing pending, the effects table must
 //! hold exactly one row per order in transactional mode. The same run
 //! without it is reported honestly: a kill between effect and completion
-//! can double an effect.
+//! can double an effect. Beside it: a poison message is terminated on its
+//! first delivery, and a handler slower than the ack wait keeps its
+//! message (in-progress acks) and its claim.
 
 #[path = "support/pg_server.rs"]
 mod pg_server;
@@ -120,7 +122,8 @@ impl Run {
 struct Figures {
     published: usize,
     kills: usize,
-    redelivered: usize,
+    /// Deliveries of all messages, redeliveries included.
+    deliveries: u64,
     rows: i64,
     distinct: i64,
 }
@@ -128,10 +131,12 @@ struct Figures {
 impl Figures {
     fn report(&self, mode: &str) {
         println!(
-            "{mode}: {} messages published ({ORDERS} orders), {} kills, {} redelivered by the broker, {} effect rows, {} duplicate effects",
+            "{mode}: {} messages published ({ORDERS} orders, {} republished, 1 poison), {} deliveries ({} redeliveries), {} kills, {} effect rows, {} duplicate effects",
             self.published,
+            self.published - ORDERS - 1,
+            self.deliveries,
+            self.deliveries - self.published as u64,
             self.kills,
-            self.redelivered,
             self.rows,
             self.rows - self.distinct
         );
@@ -204,12 +209,12 @@ async fn chaos(transactional: bool) -> Figures {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let mut redelivered = 0;
-    loop {
+    let drained = loop {
         let info = consumer.info().await.unwrap().clone();
-        redelivered = redelivered.max(info.num_redelivered);
+        // Kill worker 0 when 1/6, 2/6, … of the stream is acked: mid-way
+        // through the work, with messages of its own in flight.
         if kills < KILLS
-            && info.delivered.stream_sequence
+            && info.ack_floor.stream_sequence
                 > (kills as u64 + 1) * published as u64 / (KILLS as u64 + 2)
         {
             workers[0].kill().unwrap();
@@ -218,14 +223,17 @@ async fn chaos(transactional: bool) -> Figures {
             kills += 1;
         }
         if kills == KILLS && info.num_pending == 0 && info.num_ack_pending == 0 {
-            break;
+            break info;
         }
         assert!(
             Instant::now() < deadline,
             "the consumer did not drain: {info:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
+    // Every delivery, redeliveries included, takes a consumer sequence
+    // number.
+    let deliveries = drained.delivered.consumer_sequence;
     for worker in &mut workers {
         let _ = worker.kill();
         let _ = worker.wait();
@@ -257,7 +265,7 @@ async fn chaos(transactional: bool) -> Figures {
     Figures {
         published,
         kills,
-        redelivered,
+        deliveries,
         rows,
         distinct,
     }
@@ -285,6 +293,94 @@ async fn plain_mode_reports_its_duplicates() {
         "{} duplicates",
         f.rows - f.distinct
     );
+}
+
+/// A message whose order id was billed with another payload is poison: the
+/// worker terminates it (`AckKind::Term`) on its first delivery; the broker
+/// never redelivers it and it has no effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_is_terminated_not_retried() {
+    let (nats_url, _nats_child) = nats().await;
+    let run = Run {
+        id: format!("{:08x}", idem::Token::random().to_u128() as u32),
+        nats: nats_url,
+        db: pg_server::url().await,
+        transactional: true,
+    };
+    let mut db = PgConnection::connect(&run.db).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {}", run.schema()))
+        .execute(&mut db)
+        .await
+        .unwrap();
+    let js = jetstream::new(async_nats::connect(&run.nats).await.unwrap());
+    let stream = js
+        .get_or_create_stream(jetstream::stream::Config {
+            name: run.stream(),
+            subjects: vec![run.subject()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut worker = run.spawn_worker();
+    let drained = async |acked: u64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(mut consumer) = stream
+                .get_consumer::<jetstream::consumer::pull::Config>(&format!("billing_{}", run.id))
+                .await
+            {
+                let info = consumer.info().await.unwrap().clone();
+                if info.ack_floor.stream_sequence == acked
+                    && info.num_pending == 0
+                    && info.num_ack_pending == 0
+                {
+                    return info;
+                }
+                assert!(Instant::now() < deadline, "not drained: {info:?}");
+            }
+            assert!(Instant::now() < deadline, "no consumer");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    for (n, body) in [
+        r#"{"order_id": "order-7", "amount_cents": 700}"#,
+        r#"{"order_id": "order-7", "amount_cents": 1}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        js.publish(run.subject(), body.into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        drained(n as u64 + 1).await;
+    }
+    // Longer than the ack wait (2 s): a nak or a lost ack would show as a
+    // redelivery by now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let info = drained(2).await;
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let amounts: Vec<i64> = sqlx::query_scalar(&format!(
+        "SELECT amount_cents FROM {} WHERE order_id = 'order-7'",
+        run.effects()
+    ))
+    .fetch_all(&mut db)
+    .await
+    .unwrap();
+    let _ = js.delete_stream(run.stream()).await;
+    let _ = sqlx::query(&format!("DROP TABLE {}", run.effects()))
+        .execute(&mut db)
+        .await;
+    let _ = sqlx::query(&format!("DROP SCHEMA {} CASCADE", run.schema()))
+        .execute(&mut db)
+        .await;
+    assert_eq!(
+        info.delivered.consumer_sequence, 2,
+        "each message delivered once: {info:?}"
+    );
+    assert_eq!(amounts, [700], "the poison message took effect");
 }
 
 /// A handler slower than the consumer's ack wait keeps its message through
