@@ -64,6 +64,8 @@ pub struct Row {
 
 pub struct Report {
     filter: Option<String>,
+    /// `IDEM_BENCH_SUBJECT`: run only the subjects whose name contains it.
+    subject: Option<String>,
     rows: Vec<Row>,
 }
 
@@ -71,6 +73,7 @@ impl Report {
     pub fn new(filter: Option<String>) -> Self {
         Self {
             filter,
+            subject: std::env::var("IDEM_BENCH_SUBJECT").ok(),
             rows: Vec::new(),
         }
     }
@@ -95,13 +98,22 @@ impl Report {
             return;
         }
         eprintln!("bench: {scenario}");
+        let idem = subjects[0].0.to_owned();
+        let subjects: Vec<(&str, Runner)> = subjects
+            .into_iter()
+            .filter(|(name, _)| self.subject.as_deref().is_none_or(|s| name.contains(s)))
+            .collect();
+        if subjects.is_empty() {
+            return;
+        }
         let mut rounds: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
         for _ in 0..ROUNDS {
             for (i, (_, run)) in subjects.iter().enumerate() {
                 rounds[i].push(run().await);
             }
         }
-        let idem = subjects[0].0.to_owned();
+        // Ratios only when the subject under test ran too.
+        let idem = (subjects[0].0 == idem).then_some(idem);
         for (i, (name, _)) in subjects.iter().enumerate() {
             let runs = &mut rounds[i];
             runs.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
@@ -109,7 +121,7 @@ impl Report {
                 scenario: scenario.to_owned(),
                 subject: (*name).to_owned(),
                 figures: runs[runs.len() / 2],
-                baseline_of: (i > 0).then(|| idem.clone()),
+                baseline_of: idem.clone().filter(|idem| idem != name),
             });
         }
     }

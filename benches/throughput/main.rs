@@ -1,7 +1,9 @@
 //! Throughput and latency of idem beside its baselines, in one process.
 //!
 //! `cargo bench --bench throughput --all-features` (add `-- memory` to run
-//! only the scenarios whose name contains `memory`). Each scenario runs
+//! only the scenarios whose name contains `memory`; set
+//! `IDEM_BENCH_SUBJECT=raw` to run only the subjects whose name contains
+//! `raw`, for profiling one of them). Each scenario runs
 //! interleaved with its baselines for several rounds; the table reports
 //! the median round's calls per second, p50 and p99 latency, and the ratio
 //! of idem to each baseline. Ratios within one run are what to compare:
@@ -9,10 +11,14 @@
 
 mod harness;
 mod memory;
+#[cfg(feature = "redis")]
+mod peer;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 
 use harness::Report;
 
@@ -33,6 +39,10 @@ fn main() {
         #[cfg(feature = "postgres")]
         if report.wants_any("postgres") {
             postgres::run(&mut report).await;
+        }
+        #[cfg(feature = "sqlite")]
+        if report.wants_any("sqlite") {
+            sqlite::run(&mut report).await;
         }
     });
     report.print();

@@ -4,17 +4,11 @@
 
 use std::sync::Arc;
 
-use std::time::Duration;
-
 use idem::{Error, Idempotency, RedisStore};
-use idempotent::fingerprint::{DefaultFingerprintStrategy, FingerprintStrategy};
-use idempotent::store::IdempotencyStore;
-use idempotent::store::InsertResult;
-use idempotent::store::valkey::ValkeyStore;
-use idempotent::{CachedResponse, IdempotencyEntry, IdempotencyKey, Metadata};
 use redis::aio::ConnectionManager;
 
 use crate::harness::{Report, idem_runner, measure, runner};
+use crate::peer::Peer;
 
 const LEASE_MS: u64 = 30_000;
 const TTL_MS: u64 = 86_400_000;
@@ -68,30 +62,6 @@ async fn raw_get(mut conn: ConnectionManager, key: String) {
         .unwrap();
 }
 
-/// The crate `idempotent` 0.3.0 with its Valkey store: claim, then
-/// complete with a cached response (its two Lua scripts).
-async fn peer_call(store: &ValkeyStore, key: String, i: u64) {
-    let key = IdempotencyKey::new(key).expect("peer key");
-    let fingerprint = DefaultFingerprintStrategy.compute("bench", &i.to_le_bytes());
-    let ttl = Duration::from_millis(TTL_MS);
-    let claimed = store
-        .try_insert(&key, IdempotencyEntry::new(fingerprint, ttl))
-        .await
-        .expect("peer claim");
-    if let InsertResult::Claimed { fencing_token } = claimed {
-        let response = CachedResponse {
-            status_code: 200,
-            metadata: Metadata::default(),
-            body: bytes::Bytes::from(i.to_le_bytes().to_vec()),
-        };
-        let completed = IdempotencyEntry::new(fingerprint, ttl).complete(response);
-        store
-            .complete(&key, completed, fencing_token)
-            .await
-            .expect("peer complete");
-    }
-}
-
 async fn idem_call(idem: &Idempotency, scope: &str, key: u64) {
     let out: Result<u64, Error> = idem.call(scope, &key).run(|| async move { Ok(key) }).await;
     out.unwrap();
@@ -111,11 +81,7 @@ pub async fn run(report: &mut Report) {
     let client = redis::Client::open(url.as_str()).unwrap();
     let conn = ConnectionManager::new(client.clone()).await.unwrap();
     let scope: Arc<str> = Arc::from(format!("bench-{run_id}"));
-    let peer = Arc::new(
-        ValkeyStore::with_prefix(client.clone(), Some(&format!("{prefix}peer")))
-            .await
-            .expect("idempotent's Valkey store"),
-    );
+    let peer = Arc::new(Peer::connect(client, &format!("{prefix}peer")).await);
 
     for (concurrency, calls) in [(1usize, 2_000u64), (64, 20_000)] {
         let name = format!("redis fresh key, concurrency {concurrency}");
@@ -153,7 +119,7 @@ pub async fn run(report: &mut Report) {
                             let peer = peer.clone();
                             measure(concurrency, calls, move |i| {
                                 let peer = peer.clone();
-                                async move { peer_call(&peer, format!("fresh-{i}"), i).await }
+                                async move { peer.call(format!("fresh-{i}"), i).await }
                             })
                         })
                     }),
@@ -167,7 +133,7 @@ pub async fn run(report: &mut Report) {
     for k in 0..HOT {
         idem_call(&idem, &scope, u64::MAX - k).await;
         raw_two(conn.clone(), format!("{prefix}hot:{k}")).await;
-        peer_call(&peer, format!("hot-{k}"), k).await;
+        peer.call(format!("hot-{k}"), k).await;
     }
     for (concurrency, calls) in [(1usize, 4_000u64), (64, 40_000)] {
         let name = format!("redis replay, concurrency {concurrency}");
@@ -197,7 +163,7 @@ pub async fn run(report: &mut Report) {
                             measure(concurrency, calls, move |i| {
                                 let peer = peer.clone();
                                 async move {
-                                    peer_call(&peer, format!("hot-{}", i % HOT), i % HOT).await
+                                    peer.call(format!("hot-{}", i % HOT), i % HOT).await
                                 }
                             })
                         })
