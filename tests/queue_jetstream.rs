@@ -15,8 +15,12 @@
 
 #[path = "support/pg_server.rs"]
 mod pg_server;
+#[path = "support/queue_worker.rs"]
+mod queue_worker;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use queue_worker::Process;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, message::PublishMessage as Publish};
@@ -28,7 +32,7 @@ const KILLS: usize = 4;
 
 /// A NATS with JetStream: `NATS_URL`, else the loopback server, else a
 /// private `nats-server -js` (killed when the test ends).
-async fn nats() -> (String, Option<Child>) {
+async fn nats() -> (String, Option<Process>) {
     let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
     if async_nats::connect(&url).await.is_ok() {
         return (url, None);
@@ -45,6 +49,7 @@ async fn nats() -> (String, Option<Child>) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(Process::from)
         .expect("no NATS answers and nats-server is not installed (Debian: apt-get install nats-server)");
     let url = format!("nats://127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -53,24 +58,6 @@ async fn nats() -> (String, Option<Child>) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     (url, Some(child))
-}
-
-fn worker_binary() -> std::path::PathBuf {
-    // cargo test builds the examples next to the test binaries.
-    let exe = std::env::current_exe().unwrap();
-    let path = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("jetstream_worker");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test --all-features`",
-        path.display()
-    );
-    path
 }
 
 struct Run {
@@ -94,28 +81,28 @@ impl Run {
         format!("idem_q_{}", self.id)
     }
 
-    fn spawn_worker(&self) -> Child {
-        Command::new(worker_binary())
-            .env("NATS_URL", &self.nats)
-            .env("DATABASE_URL", &self.db)
-            .env("IDEM_STREAM", self.stream())
-            .env("IDEM_SUBJECT", self.subject())
-            .env("IDEM_CONSUMER", format!("billing_{}", self.id))
-            .env("IDEM_EFFECTS_TABLE", self.effects())
-            .env("IDEM_SCHEMA", self.schema())
-            .env("IDEM_ACK_WAIT_MS", "2000")
-            .env(
-                "IDEM_MODE",
-                if self.transactional {
-                    "transactional"
-                } else {
-                    "plain"
-                },
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the worker")
+    fn spawn_worker(&self) -> Process {
+        Process::spawn(
+            Command::new(queue_worker::example("jetstream_worker"))
+                .env("NATS_URL", &self.nats)
+                .env("DATABASE_URL", &self.db)
+                .env("IDEM_STREAM", self.stream())
+                .env("IDEM_SUBJECT", self.subject())
+                .env("IDEM_CONSUMER", format!("billing_{}", self.id))
+                .env("IDEM_EFFECTS_TABLE", self.effects())
+                .env("IDEM_SCHEMA", self.schema())
+                .env("IDEM_ACK_WAIT_MS", "2000")
+                .env(
+                    "IDEM_MODE",
+                    if self.transactional {
+                        "transactional"
+                    } else {
+                        "plain"
+                    },
+                )
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
     }
 }
 
@@ -217,8 +204,7 @@ async fn chaos(transactional: bool) -> Figures {
             && info.ack_floor.stream_sequence
                 > (kills as u64 + 1) * published as u64 / (KILLS as u64 + 2)
         {
-            workers[0].kill().unwrap();
-            workers[0].wait().unwrap();
+            workers[0].kill();
             workers[0] = run.spawn_worker();
             kills += 1;
         }
@@ -234,10 +220,7 @@ async fn chaos(transactional: bool) -> Figures {
     // Every delivery, redeliveries included, takes a consumer sequence
     // number.
     let deliveries = drained.delivered.consumer_sequence;
-    for worker in &mut workers {
-        let _ = worker.kill();
-        let _ = worker.wait();
-    }
+    drop(workers);
 
     let (rows, distinct): (i64, i64) = sqlx::query_as(&format!(
         "SELECT count(*), count(DISTINCT order_id) FROM {}",
@@ -360,8 +343,7 @@ async fn a_poison_message_is_terminated_not_retried() {
     // redelivery by now.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let info = drained(2).await;
-    let _ = worker.kill();
-    let _ = worker.wait();
+    worker.kill();
     let amounts: Vec<i64> = sqlx::query_scalar(&format!(
         "SELECT amount_cents FROM {} WHERE order_id = 'order-7'",
         run.effects()

@@ -4,42 +4,32 @@
 
 #[path = "support/pg_server.rs"]
 mod pg_server;
+#[path = "support/queue_worker.rs"]
+mod queue_worker;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
+use queue_worker::Process;
 use sqlx::Connection as _;
 use sqlx::postgres::PgConnection;
 
 const ORDERS: usize = 300;
 
-fn worker(queue: &str, effects: &str, schema: &str, amqp: &str, db: &str) -> Child {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("rabbitmq_worker");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo test --all-features`",
-        bin.display()
-    );
-    Command::new(bin)
-        .env("AMQP_URL", amqp)
-        .env("DATABASE_URL", db)
-        .env("IDEM_QUEUE", queue)
-        .env("IDEM_EFFECTS_TABLE", effects)
-        .env("IDEM_SCHEMA", schema)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the worker")
+fn worker(queue: &str, effects: &str, schema: &str, amqp: &str, db: &str) -> Process {
+    Process::spawn(
+        Command::new(queue_worker::example("rabbitmq_worker"))
+            .env("AMQP_URL", amqp)
+            .env("DATABASE_URL", db)
+            .env("IDEM_QUEUE", queue)
+            .env("IDEM_EFFECTS_TABLE", effects)
+            .env("IDEM_SCHEMA", schema)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
 }
 
 /// Messages ready in `queue` (not counting deliveries a consumer holds).
@@ -120,8 +110,7 @@ async fn each_order_is_billed_once_through_redelivery_and_a_kill() {
             .await
             .unwrap_or(0);
         if !killed && billed > (ORDERS / 3) as i64 {
-            child.kill().unwrap();
-            child.wait().unwrap();
+            child.kill();
             child = worker(&queue, &effects, &schema, &amqp, &db);
             killed = true;
         }
@@ -129,8 +118,7 @@ async fn each_order_is_billed_once_through_redelivery_and_a_kill() {
         // delivery it had not acked goes back to the queue, so an empty
         // queue after the stop means every message was answered.
         if killed && ready_now == 0 && billed >= ORDERS as i64 {
-            child.kill().unwrap();
-            child.wait().unwrap();
+            child.kill();
             tokio::time::sleep(Duration::from_millis(300)).await;
             if ready(&channel, &queue).await == 0 {
                 break;
