@@ -15,8 +15,13 @@
 //! `transactional` (default: the effect and the record commit together) or
 //! `plain` (the effect, then the record: a crash in between can double it).
 //!
-//! A message is JSON `{"order_id": "<str>", "amount_cents": <int>}`, keyed
-//! by its business id, `order_id`, never by the broker's delivery id.
+//! A message is JSON `{"order_id": "<str>", "amount_cents": <int>}`. The
+//! handler (`examples/billing/mod.rs`) is `#[idempotent(key =
+//! order.order_id, …)]`: keyed by the business id, never by the broker's
+//! message id; in transactional mode it runs on a
+//! `PostgresStore::tx_handle`, so its effect, one row in `billing_effects`,
+//! and its record commit together. Each outcome is answered per
+//! `idem::queue::Disposition`: ack, nak with a delay, or term (poison).
 
 #[path = "billing/mod.rs"]
 mod billing;
