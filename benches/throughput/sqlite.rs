@@ -9,7 +9,6 @@
 //! row that blocked it): three statements per fresh call against the
 //! baseline's two.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,9 +57,9 @@ async fn raw_select(pool: &SqlitePool, key: i64) {
 }
 
 /// Removes the database file and its WAL and shared-memory files.
-fn remove(path: &PathBuf) {
+fn remove(path: &std::path::Path) {
     for suffix in ["", "-wal", "-shm"] {
-        let mut name = path.clone().into_os_string();
+        let mut name = path.as_os_str().to_owned();
         name.push(suffix);
         let _ = std::fs::remove_file(name);
     }
