@@ -16,16 +16,17 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{Script, Value};
 
+/// Claims with `ARGV[1]` (`P` + token + fingerprint, built by the client)
+/// if the key is free; otherwise answers the stored value as it is, with
+/// its `PTTL`, and the client reads it: the script does as little as it
+/// can, since Lua is what a step costs Redis beyond a native command.
 const CLAIM: &str = r"
 local v = redis.call('GET', KEYS[1])
-if not v then
-  redis.call('SET', KEYS[1], 'P' .. ARGV[1] .. ARGV[2], 'PX', ARGV[3])
-  return {0}
+if v then
+  return {v, redis.call('PTTL', KEYS[1])}
 end
-if string.sub(v, 1, 1) == 'C' then
-  return {2, string.sub(v, 2, 33), string.sub(v, 34), redis.call('PTTL', KEYS[1])}
-end
-return {1, string.sub(v, 18, 49), redis.call('PTTL', KEYS[1])}
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 0
 ";
 
 const COMPLETE: &str = r"
@@ -343,18 +344,18 @@ fn corrupt(what: &'static str) -> StoreError {
     )
 }
 
-fn fingerprint(value: Option<&Value>) -> Result<Fingerprint, StoreError> {
-    match value {
-        Some(Value::BulkString(bytes)) => <[u8; 32]>::try_from(bytes.as_slice())
-            .map(Fingerprint::from_bytes)
-            .map_err(|_| corrupt("fingerprint is not 32 bytes")),
-        _ => Err(corrupt("missing fingerprint")),
-    }
+/// The 32 fingerprint bytes of a stored value, at `at`.
+fn fingerprint_at(value: &[u8], at: usize) -> Result<Fingerprint, StoreError> {
+    value
+        .get(at..at + 32)
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .map(Fingerprint::from_bytes)
+        .ok_or_else(|| corrupt("fingerprint is not 32 bytes"))
 }
 
-fn remaining(value: Option<&Value>) -> Duration {
-    match value {
-        Some(Value::Int(ms)) if *ms > 0 => Duration::from_millis(*ms as u64),
+fn remaining(pttl: &Value) -> Duration {
+    match pttl {
+        Value::Int(ms) if *ms > 0 => Duration::from_millis(*ms as u64),
         _ => Duration::ZERO,
     }
 }
@@ -362,32 +363,32 @@ fn remaining(value: Option<&Value>) -> Duration {
 #[async_trait]
 impl Store for RedisStore {
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        let token = claim.token.to_bytes();
-        let lease = millis(claim.lease);
-        let reply: Vec<Value> = self
-            .invoke(
-                &self.scripts.claim,
-                key,
-                &[&token, claim.fingerprint.as_bytes(), &lease],
-            )
+        let mut value = [0u8; 49];
+        value[0] = b'P';
+        value[1..17].copy_from_slice(&claim.token.to_bytes());
+        value[17..].copy_from_slice(claim.fingerprint.as_bytes());
+        let reply: Value = self
+            .invoke(&self.scripts.claim, key, &[&value, &millis(claim.lease)])
             .await?;
-        match reply.first() {
-            Some(Value::Int(0)) => Ok(ClaimOutcome::Won { took_over: false }),
-            Some(Value::Int(1)) => Ok(ClaimOutcome::InProgress {
-                fingerprint: fingerprint(reply.get(1))?,
-                retry_after: remaining(reply.get(2)),
+        let (held, pttl) = match reply {
+            Value::Int(0) => return Ok(ClaimOutcome::Won { took_over: false }),
+            Value::Array(mut parts) if parts.len() == 2 => match (parts.pop(), parts.pop()) {
+                (Some(pttl), Some(Value::BulkString(held))) => (Bytes::from(held), pttl),
+                _ => return Err(corrupt("unknown state")),
+            },
+            _ => return Err(corrupt("unknown state")),
+        };
+        let left = remaining(&pttl);
+        match held.first() {
+            Some(b'C') if held.len() >= 33 => Ok(ClaimOutcome::Completed {
+                fingerprint: fingerprint_at(&held, 1)?,
+                record: held.slice(33..),
+                expires_in: left,
             }),
-            Some(Value::Int(2)) => {
-                let record = match reply.get(2) {
-                    Some(Value::BulkString(bytes)) => Bytes::from(bytes.clone()),
-                    _ => return Err(corrupt("missing record")),
-                };
-                Ok(ClaimOutcome::Completed {
-                    fingerprint: fingerprint(reply.get(1))?,
-                    record,
-                    expires_in: remaining(reply.get(3)),
-                })
-            }
+            Some(b'P') if held.len() == 49 => Ok(ClaimOutcome::InProgress {
+                fingerprint: fingerprint_at(&held, 17)?,
+                retry_after: left,
+            }),
             _ => Err(corrupt("unknown state")),
         }
     }
