@@ -109,8 +109,19 @@ impl Sql {
         let t = format!("\"{schema}\".\"{table}\"");
         Ok(Sql {
             versions: format!("\"{schema}\".\"{table}_migrations\""),
+            // A plain read first, so a replayed duplicate (or one in
+            // progress elsewhere) costs an index lookup rather than a
+            // PL/pgSQL call: it returns what the function's first read
+            // would, and `LIMIT 1` stops the `Append` before the function
+            // runs. Only when it finds nothing does the function claim.
             claim: format!(
-                "SELECT o_outcome, o_fingerprint, o_record, o_remaining_us FROM \"{schema}\".\"{table}_claim\"($1, $2, $3, $4)"
+                "SELECT CASE WHEN r.record IS NULL THEN {IN_PROGRESS} ELSE {COMPLETED} END, r.fingerprint, r.record, \
+                 floor(extract(epoch FROM r.expires_at - statement_timestamp()) * 1000000)::bigint \
+                 FROM {t} AS r WHERE r.key = $1 AND r.expires_at > statement_timestamp() \
+                 AND (r.record IS NOT NULL OR r.token <> $2) \
+                 UNION ALL \
+                 SELECT o_outcome, o_fingerprint, o_record, o_remaining_us FROM \"{schema}\".\"{table}_claim\"($1, $2, $3, $4) \
+                 LIMIT 1"
             ),
             complete: format!(
                 "UPDATE {t} SET record = $3, expires_at = statement_timestamp() + $4 * interval '1 microsecond' WHERE {HELD}"
