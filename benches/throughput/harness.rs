@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub const ROUNDS: usize = 5;
+pub const ROUNDS: usize = 7;
 
 #[derive(Clone, Copy)]
 pub struct Figures {
@@ -66,6 +66,8 @@ pub struct Report {
     filter: Option<String>,
     /// `IDEM_BENCH_SUBJECT`: run only the subjects whose name contains it.
     subject: Option<String>,
+    /// `IDEM_BENCH_VERBOSE`: print every round.
+    verbose: bool,
     rows: Vec<Row>,
 }
 
@@ -74,16 +76,18 @@ impl Report {
         Self {
             filter,
             subject: std::env::var("IDEM_BENCH_SUBJECT").ok(),
+            verbose: std::env::var_os("IDEM_BENCH_VERBOSE").is_some(),
             rows: Vec::new(),
         }
     }
 
-    /// Whether any scenario of a group (named by `group`) is wanted, to
-    /// skip its set-up.
+    /// Whether any scenario of a group (named by `group`) may be wanted, to
+    /// skip its set-up: a filter that names no group may match any.
     pub fn wants_any(&self, group: &str) -> bool {
-        self.filter
-            .as_deref()
-            .is_none_or(|f| group.contains(f) || f.contains(group))
+        const GROUPS: [&str; 3] = ["redis", "postgres", "sqlite"];
+        self.filter.as_deref().is_none_or(|f| {
+            group.contains(f) || f.contains(group) || !GROUPS.iter().any(|g| f.contains(g))
+        })
     }
 
     pub fn wants(&self, scenario: &str) -> bool {
@@ -108,8 +112,16 @@ impl Report {
         }
         let mut rounds: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
         for _ in 0..ROUNDS {
-            for (i, (_, run)) in subjects.iter().enumerate() {
-                rounds[i].push(run().await);
+            for (i, (name, run)) in subjects.iter().enumerate() {
+                let figures = run().await;
+                if self.verbose {
+                    eprintln!(
+                        "  {name}: {:.0}/s p50 {:.1} µs",
+                        figures.per_sec,
+                        figures.p50.as_secs_f64() * 1e6
+                    );
+                }
+                rounds[i].push(figures);
             }
         }
         // Ratios only when the subject under test ran too.

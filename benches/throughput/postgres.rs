@@ -2,20 +2,27 @@
 //! (`INSERT … ON CONFLICT DO NOTHING`, then `UPDATE`) and, for replays, a
 //! raw `SELECT` by primary key.
 //!
-//! idem runs on its own unpinged connections (`PostgresStore::connect`, its
-//! recommended set-up: one turn per statement). The raw statements run on a
-//! sqlx pool with `test_before_acquire(false)`, the cheapest pool sqlx
-//! offers (it still pings each connection when it goes back, after the
-//! caller has its answer). `idem on the same pool` is the store built with
-//! `from_pool` on that very pool, paying the same pings as the baseline.
+//! The baseline for the targets runs on the same kind of connections as
+//! idem: `PostgresStore::connect` keeps dedicated `PgConnection`s and
+//! reuses them without a ping (one network turn per statement), and so
+//! does `raw …, dedicated connections`, through the same few lines (a
+//! semaphore and a list of idle connections). `raw …, sqlx pool` runs the
+//! same statements on a `PgPool` with `test_before_acquire(false)`, which
+//! still pings each connection when it goes back; `idem from_pool` is the
+//! store built on that very pool, paying the same pings.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use idem::{Error, Idempotency, PostgresStore};
-use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPoolOptions, PgRow};
+use sqlx::query::Query;
+use sqlx::{ConnectOptions, PgPool, Postgres, Row};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
-use crate::harness::{Report, idem_runner, measure, runner};
+use crate::harness::{Report, Runner, idem_runner, measure, runner};
+
+const CONNECTIONS: usize = 32;
+const HOT: u64 = 1_000;
 
 fn url() -> String {
     std::env::var("IDEM_TEST_DATABASE_URL")
@@ -27,36 +34,108 @@ async fn idem_call(idem: &Idempotency, scope: &str, key: u64) {
     out.unwrap();
 }
 
-async fn raw_two(pool: &PgPool, table: &str, key: i64) {
-    let inserted = sqlx::query(&format!(
-        "INSERT INTO {table} (key, token, expires_at) VALUES ($1, $2, now() + interval '30 seconds') ON CONFLICT DO NOTHING"
-    ))
-    .bind(key)
-    .bind(&[7u8; 16][..])
-    .execute(pool)
-    .await
-    .unwrap();
-    if inserted.rows_affected() == 1 {
-        sqlx::query(&format!(
-            "UPDATE {table} SET record = $2, expires_at = now() + interval '1 day' WHERE key = $1 AND token = $3"
-        ))
-        .bind(key)
-        .bind(&b"\x01\x00\x031"[..])
-        .bind(&[7u8; 16][..])
-        .execute(pool)
-        .await
-        .unwrap();
+/// Dedicated connections reused without a ping, as `PostgresStore::connect`
+/// keeps them.
+struct Dedicated {
+    options: PgConnectOptions,
+    idle: Mutex<Vec<PgConnection>>,
+    permits: Semaphore,
+}
+
+impl Dedicated {
+    async fn lease(&self) -> (SemaphorePermit<'_>, PgConnection) {
+        let permit = self.permits.acquire().await.unwrap();
+        let idle = self.idle.lock().unwrap().pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => self.options.connect().await.unwrap(),
+        };
+        (permit, conn)
+    }
+
+    async fn execute(&self, query: Query<'_, Postgres, PgArguments>) -> u64 {
+        let (_permit, mut conn) = self.lease().await;
+        let done = query.execute(&mut conn).await.unwrap().rows_affected();
+        self.idle.lock().unwrap().push(conn);
+        done
+    }
+
+    async fn fetch(&self, query: Query<'_, Postgres, PgArguments>) -> Option<PgRow> {
+        let (_permit, mut conn) = self.lease().await;
+        let row = query.fetch_optional(&mut conn).await.unwrap();
+        self.idle.lock().unwrap().push(conn);
+        row
     }
 }
 
-async fn raw_select(pool: &PgPool, table: &str, key: i64) {
-    let row: Option<(Vec<u8>,)> =
-        sqlx::query_as(&format!("SELECT record FROM {table} WHERE key = $1"))
-            .bind(key)
-            .fetch_optional(pool)
-            .await
-            .unwrap();
-    assert!(row.is_some());
+/// Where the raw statements run.
+#[derive(Clone)]
+enum Raw {
+    Dedicated(Arc<Dedicated>),
+    Pool(PgPool),
+}
+
+/// The raw statements, rendered once.
+struct Statements {
+    insert: String,
+    update: String,
+    select: String,
+}
+
+impl Raw {
+    async fn execute(&self, query: Query<'_, Postgres, PgArguments>) -> u64 {
+        match self {
+            Raw::Dedicated(conns) => conns.execute(query).await,
+            Raw::Pool(pool) => query.execute(pool).await.unwrap().rows_affected(),
+        }
+    }
+
+    async fn two(&self, sql: &Statements, key: i64) {
+        let token = &[7u8; 16][..];
+        let inserted = self
+            .execute(sqlx::query(&sql.insert).bind(key).bind(token))
+            .await;
+        if inserted == 1 {
+            let record = &b"\x01\x00\x031"[..];
+            let updated = self
+                .execute(sqlx::query(&sql.update).bind(key).bind(record).bind(token))
+                .await;
+            assert_eq!(updated, 1);
+        }
+    }
+
+    async fn select(&self, sql: &Statements, key: i64) {
+        let query = sqlx::query(&sql.select).bind(key);
+        let row = match self {
+            Raw::Dedicated(conns) => conns.fetch(query).await,
+            Raw::Pool(pool) => query.fetch_optional(pool).await.unwrap(),
+        };
+        let record: Vec<u8> = row.expect("a stored row").get(0);
+        std::hint::black_box(record);
+    }
+}
+
+fn raw_runner(
+    raw: &Raw,
+    sql: &Arc<Statements>,
+    concurrency: usize,
+    calls: u64,
+    replay: bool,
+) -> Runner {
+    let (raw, sql) = (raw.clone(), sql.clone());
+    runner(move || {
+        let (raw, sql) = (raw.clone(), sql.clone());
+        measure(concurrency, calls, move |i| {
+            let (raw, sql) = (raw.clone(), sql.clone());
+            async move {
+                if replay {
+                    raw.select(&sql, -((i % HOT) as i64) - 1).await;
+                } else {
+                    raw.two(&sql, i as i64).await;
+                }
+            }
+        })
+    })
 }
 
 pub async fn run(report: &mut Report) {
@@ -64,7 +143,7 @@ pub async fn run(report: &mut Report) {
     let run_id = format!("{:x}", idem::Token::random().to_u128() as u32);
     let schema = format!("idem_bench_{run_id}");
     let pool = PgPoolOptions::new()
-        .max_connections(32)
+        .max_connections(CONNECTIONS as u32)
         .test_before_acquire(false)
         .connect(&url)
         .await
@@ -73,16 +152,31 @@ pub async fn run(report: &mut Report) {
         .execute(&pool)
         .await
         .unwrap();
-    let raw_table: Arc<str> = Arc::from(format!("{schema}.raw"));
+    let table = format!("{schema}.raw");
     sqlx::query(&format!(
-        "CREATE TABLE {raw_table} (key bigint PRIMARY KEY, token bytea NOT NULL, record bytea, expires_at timestamptz NOT NULL)"
+        "CREATE TABLE {table} (key bigint PRIMARY KEY, token bytea NOT NULL, record bytea, expires_at timestamptz NOT NULL)"
     ))
     .execute(&pool)
     .await
     .unwrap();
+    let sql = Arc::new(Statements {
+        insert: format!(
+            "INSERT INTO {table} (key, token, expires_at) VALUES ($1, $2, now() + interval '30 seconds') ON CONFLICT DO NOTHING"
+        ),
+        update: format!(
+            "UPDATE {table} SET record = $2, expires_at = now() + interval '1 day' WHERE key = $1 AND token = $3"
+        ),
+        select: format!("SELECT record FROM {table} WHERE key = $1"),
+    });
+    let dedicated = Raw::Dedicated(Arc::new(Dedicated {
+        options: url.parse().unwrap(),
+        idle: Mutex::new(Vec::new()),
+        permits: Semaphore::new(CONNECTIONS),
+    }));
+    let pooled_raw = Raw::Pool(pool.clone());
     let own = PostgresStore::builder()
         .schema(&schema)
-        .max_connections(32)
+        .max_connections(CONNECTIONS as u32)
         .connect(&url)
         .await
         .unwrap();
@@ -97,9 +191,8 @@ pub async fn run(report: &mut Report) {
     let cached = Idempotency::builder(own).local_cache(10_000).build();
     let scope: Arc<str> = Arc::from("bench");
 
-    for (concurrency, calls) in [(1usize, 400u64), (32, 4_000)] {
+    for (concurrency, calls) in [(1usize, 300u64), (32, 3_200)] {
         let name = format!("postgres fresh key, concurrency {concurrency}");
-        let (pool, table) = (pool.clone(), raw_table.clone());
         report
             .scenario(
                 &name,
@@ -109,17 +202,15 @@ pub async fn run(report: &mut Report) {
                         idem_runner(idem.clone(), scope.clone(), concurrency, calls, |i| i),
                     ),
                     (
-                        "raw INSERT ON CONFLICT + UPDATE",
-                        runner(move || {
-                            let (pool, table) = (pool.clone(), table.clone());
-                            measure(concurrency, calls, move |i| {
-                                let (pool, table) = (pool.clone(), table.clone());
-                                async move { raw_two(&pool, &table, i as i64).await }
-                            })
-                        }),
+                        "raw INSERT ON CONFLICT + UPDATE, dedicated connections",
+                        raw_runner(&dedicated, &sql, concurrency, calls, false),
                     ),
                     (
-                        "idem on the same pool",
+                        "raw INSERT ON CONFLICT + UPDATE, sqlx pool",
+                        raw_runner(&pooled_raw, &sql, concurrency, calls, false),
+                    ),
+                    (
+                        "idem from_pool on that sqlx pool",
                         idem_runner(pooled.clone(), scope.clone(), concurrency, calls, |i| i),
                     ),
                 ],
@@ -127,31 +218,36 @@ pub async fn run(report: &mut Report) {
             .await;
     }
 
-    const HOT: u64 = 1_000;
     let replays = [(1usize, 2_000u64), (32, 20_000)];
     let replay_name = |concurrency| format!("postgres replay, concurrency {concurrency}");
     if replays.iter().any(|(c, _)| report.wants(&replay_name(*c))) {
         for k in 0..HOT {
             idem_call(&idem, &scope, u64::MAX - k).await;
-            raw_two(&pool, &raw_table, -(k as i64) - 1).await;
+            dedicated.two(&sql, -(k as i64) - 1).await;
         }
     }
     for (concurrency, calls) in replays {
-        let name = replay_name(concurrency);
-        let (pool, table) = (pool.clone(), raw_table.clone());
+        let hot = |i| u64::MAX - i % HOT;
         report
             .scenario(
-                &name,
+                &replay_name(concurrency),
                 vec![
-                    ("idem PostgresStore", idem_runner(idem.clone(), scope.clone(), concurrency, calls, |i| u64::MAX - i % HOT)),
-                    ("raw SELECT by key", runner(move || {
-                        let (pool, table) = (pool.clone(), table.clone());
-                        measure(concurrency, calls, move |i| {
-                            let (pool, table) = (pool.clone(), table.clone());
-                            async move { raw_select(&pool, &table, -((i % HOT) as i64) - 1).await }
-                        })
-                    })),
-                    ("idem PostgresStore + local cache", idem_runner(cached.clone(), scope.clone(), concurrency, calls, |i| u64::MAX - i % HOT)),
+                    (
+                        "idem PostgresStore",
+                        idem_runner(idem.clone(), scope.clone(), concurrency, calls, hot),
+                    ),
+                    (
+                        "raw SELECT by key, dedicated connections",
+                        raw_runner(&dedicated, &sql, concurrency, calls, true),
+                    ),
+                    (
+                        "raw SELECT by key, sqlx pool",
+                        raw_runner(&pooled_raw, &sql, concurrency, calls, true),
+                    ),
+                    (
+                        "idem PostgresStore + local cache",
+                        idem_runner(cached.clone(), scope.clone(), concurrency, calls, hot),
+                    ),
                 ],
             )
             .await;
