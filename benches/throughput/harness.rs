@@ -69,6 +69,7 @@ pub struct Report {
     /// `IDEM_BENCH_VERBOSE`: print every round.
     verbose: bool,
     rows: Vec<Row>,
+    notes: Vec<String>,
 }
 
 impl Report {
@@ -78,6 +79,7 @@ impl Report {
             subject: std::env::var("IDEM_BENCH_SUBJECT").ok(),
             verbose: std::env::var_os("IDEM_BENCH_VERBOSE").is_some(),
             rows: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -138,6 +140,11 @@ impl Report {
         }
     }
 
+    /// A line printed under the table (e.g. bytes per record).
+    pub fn note(&mut self, note: String) {
+        self.notes.push(note);
+    }
+
     pub fn print(&self) {
         println!("| scenario | subject | calls/s | p50 | p99 | idem ÷ this |");
         println!("| --- | --- | ---: | ---: | ---: | ---: |");
@@ -162,6 +169,12 @@ impl Report {
                 row.figures.p99.as_secs_f64() * 1e6,
                 ratio
             );
+        }
+        if !self.notes.is_empty() {
+            println!();
+        }
+        for note in &self.notes {
+            println!("- {note}");
         }
     }
 }

@@ -253,6 +253,25 @@ pub async fn run(report: &mut Report) {
             .await;
     }
 
+    if report.wants("postgres bytes per record") {
+        let out: Result<String, Error> = idem
+            .call(&*scope, "bytes-per-record")
+            .run(|| async { Ok("v".repeat(200)) })
+            .await;
+        out.unwrap();
+        let key = idem::RecordKey::new(&*scope, "bytes-per-record");
+        let (row, record): (i32, i32) = sqlx::query_as(&format!(
+            "SELECT pg_column_size(r.*), pg_column_size(r.record) FROM \"{schema}\".idem_records AS r WHERE key = $1"
+        ))
+        .bind(&key.as_bytes()[..])
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        report.note(format!(
+            "postgres bytes per record: `pg_column_size` of the row holding a 200-byte String: {row} bytes (its `record` column {record})"
+        ));
+    }
+
     let _ = sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
         .execute(&pool)
         .await;

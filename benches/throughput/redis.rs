@@ -77,6 +77,7 @@ pub async fn run(report: &mut Report) {
         .await
         .expect("Redis for the bench");
     let idem = Idempotency::new(store.clone());
+    let keys = store.clone();
     let cached = Idempotency::builder(store).local_cache(10_000).build();
     let client = redis::Client::open(url.as_str()).unwrap();
     let conn = ConnectionManager::new(client.clone()).await.unwrap();
@@ -179,6 +180,24 @@ pub async fn run(report: &mut Report) {
                 ],
             )
             .await;
+    }
+
+    if report.wants("redis bytes per record") {
+        let out: Result<String, Error> = idem
+            .call(&*scope, "bytes-per-record")
+            .run(|| async { Ok("v".repeat(200)) })
+            .await;
+        out.unwrap();
+        let key = keys.redis_key(&idem::RecordKey::new(&*scope, "bytes-per-record"));
+        let bytes: i64 = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(&key)
+            .query_async(&mut conn.clone())
+            .await
+            .unwrap();
+        report.note(format!(
+            "redis bytes per record: `MEMORY USAGE` of a record holding a 200-byte String: {bytes} bytes"
+        ));
     }
 
     // Leave nothing behind: SCAN in steps (a KEYS over a large database
