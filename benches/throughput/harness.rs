@@ -199,10 +199,23 @@ pub fn idem_runner(
     calls: u64,
     key_of: fn(u64) -> u64,
 ) -> Runner {
+    idem_runner_over(vec![idem], scope, concurrency, calls, key_of)
+}
+
+/// As [`idem_runner`], call `i` going to `handles[i % len]`.
+pub fn idem_runner_over(
+    handles: Vec<idem::Idempotency>,
+    scope: Arc<str>,
+    concurrency: usize,
+    calls: u64,
+    key_of: fn(u64) -> u64,
+) -> Runner {
+    let handles: Arc<[idem::Idempotency]> = handles.into();
     runner(move || {
-        let (idem, scope) = (idem.clone(), scope.clone());
+        let (handles, scope) = (handles.clone(), scope.clone());
         measure(concurrency, calls, move |i| {
-            let (idem, scope) = (idem.clone(), scope.clone());
+            let idem = handles[i as usize % handles.len()].clone();
+            let scope = scope.clone();
             async move {
                 let key = key_of(i);
                 let out: Result<u64, idem::Error> = idem

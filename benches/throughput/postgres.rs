@@ -10,6 +10,14 @@
 //! same statements on a `PgPool` with `test_before_acquire(false)`, which
 //! still pings each connection when it goes back; `idem from_pool` is the
 //! store built on that very pool, paying the same pings.
+//!
+//! Which CPU the server process of a connection runs on, relative to the
+//! client's thread, sticks to the connection and moved single-caller
+//! latency by 4× between two identical connections in one run. So idem
+//! and the dedicated baseline each spread their calls over [`SPREAD`]
+//! independent sets of connections (call `i` on set `i % SPREAD`). Each
+//! subject keeps at most [`CONNECTIONS`] connections, below the server's
+//! 100 for all subjects together.
 
 use std::sync::{Arc, Mutex};
 
@@ -19,9 +27,12 @@ use sqlx::query::Query;
 use sqlx::{ConnectOptions, PgPool, Postgres, Row};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use crate::harness::{Report, Runner, idem_runner, measure, runner};
+use crate::harness::{Report, Runner, idem_runner, idem_runner_over, measure, runner};
 
-const CONNECTIONS: usize = 32;
+/// Connections per subject (32 callers share them at concurrency 32).
+const CONNECTIONS: usize = 20;
+/// Independent connection sets per subject.
+const SPREAD: usize = 4;
 const HOT: u64 = 1_000;
 
 fn url() -> String {
@@ -68,10 +79,21 @@ impl Dedicated {
     }
 }
 
+impl Dedicated {
+    fn new(options: PgConnectOptions, max: usize) -> Self {
+        Dedicated {
+            options,
+            idle: Mutex::new(Vec::new()),
+            permits: Semaphore::new(max),
+        }
+    }
+}
+
 /// Where the raw statements run.
 #[derive(Clone)]
 enum Raw {
-    Dedicated(Arc<Dedicated>),
+    /// [`SPREAD`] sets of dedicated connections.
+    Dedicated(Arc<[Dedicated]>),
     Pool(PgPool),
 }
 
@@ -83,32 +105,45 @@ struct Statements {
 }
 
 impl Raw {
-    async fn execute(&self, query: Query<'_, Postgres, PgArguments>) -> u64 {
+    /// The connections for call `i`.
+    fn pick(&self, i: u64) -> Option<&Dedicated> {
         match self {
-            Raw::Dedicated(conns) => conns.execute(query).await,
-            Raw::Pool(pool) => query.execute(pool).await.unwrap().rows_affected(),
+            Raw::Dedicated(sets) => Some(&sets[i as usize % sets.len()]),
+            Raw::Pool(_) => None,
         }
     }
 
-    async fn two(&self, sql: &Statements, key: i64) {
+    async fn execute(&self, i: u64, query: Query<'_, Postgres, PgArguments>) -> u64 {
+        match (self.pick(i), self) {
+            (Some(conns), _) => conns.execute(query).await,
+            (None, Raw::Pool(pool)) => query.execute(pool).await.unwrap().rows_affected(),
+            (None, Raw::Dedicated(_)) => unreachable!(),
+        }
+    }
+
+    async fn two(&self, sql: &Statements, i: u64, key: i64) {
         let token = &[7u8; 16][..];
         let inserted = self
-            .execute(sqlx::query(&sql.insert).bind(key).bind(token))
+            .execute(i, sqlx::query(&sql.insert).bind(key).bind(token))
             .await;
         if inserted == 1 {
             let record = &b"\x01\x00\x031"[..];
             let updated = self
-                .execute(sqlx::query(&sql.update).bind(key).bind(record).bind(token))
+                .execute(
+                    i,
+                    sqlx::query(&sql.update).bind(key).bind(record).bind(token),
+                )
                 .await;
             assert_eq!(updated, 1);
         }
     }
 
-    async fn select(&self, sql: &Statements, key: i64) {
+    async fn select(&self, sql: &Statements, i: u64, key: i64) {
         let query = sqlx::query(&sql.select).bind(key);
-        let row = match self {
-            Raw::Dedicated(conns) => conns.fetch(query).await,
-            Raw::Pool(pool) => query.fetch_optional(pool).await.unwrap(),
+        let row = match (self.pick(i), self) {
+            (Some(conns), _) => conns.fetch(query).await,
+            (None, Raw::Pool(pool)) => query.fetch_optional(pool).await.unwrap(),
+            (None, Raw::Dedicated(_)) => unreachable!(),
         };
         let record: Vec<u8> = row.expect("a stored row").get(0);
         std::hint::black_box(record);
@@ -129,9 +164,9 @@ fn raw_runner(
             let (raw, sql) = (raw.clone(), sql.clone());
             async move {
                 if replay {
-                    raw.select(&sql, -((i % HOT) as i64) - 1).await;
+                    raw.select(&sql, i, -((i % HOT) as i64) - 1).await;
                 } else {
-                    raw.two(&sql, i as i64).await;
+                    raw.two(&sql, i, i as i64).await;
                 }
             }
         })
@@ -168,26 +203,33 @@ pub async fn run(report: &mut Report) {
         ),
         select: format!("SELECT record FROM {table} WHERE key = $1"),
     });
-    let dedicated = Raw::Dedicated(Arc::new(Dedicated {
-        options: url.parse().unwrap(),
-        idle: Mutex::new(Vec::new()),
-        permits: Semaphore::new(CONNECTIONS),
-    }));
+    let options: PgConnectOptions = url.parse().unwrap();
+    let dedicated = Raw::Dedicated(
+        (0..SPREAD)
+            .map(|_| Dedicated::new(options.clone(), CONNECTIONS / SPREAD))
+            .collect(),
+    );
     let pooled_raw = Raw::Pool(pool.clone());
-    let own = PostgresStore::builder()
-        .schema(&schema)
-        .max_connections(CONNECTIONS as u32)
-        .connect(&url)
-        .await
-        .unwrap();
-    own.migrate().await.unwrap();
-    let idem = Idempotency::new(own.clone());
+    let mut stores = Vec::new();
+    for _ in 0..SPREAD {
+        let store = PostgresStore::builder()
+            .schema(&schema)
+            .max_connections((CONNECTIONS / SPREAD) as u32)
+            .connect(&url)
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        stores.push(store);
+    }
+    let idems: Vec<Idempotency> = stores.iter().cloned().map(Idempotency::new).collect();
+    let idem = idems[0].clone();
     let pooled = Idempotency::new(
         PostgresStore::builder()
             .schema(&schema)
             .from_pool(pool.clone())
             .unwrap(),
     );
+    let own = stores[0].clone();
     let cached = Idempotency::builder(own).local_cache(10_000).build();
     let scope: Arc<str> = Arc::from("bench");
 
@@ -199,7 +241,7 @@ pub async fn run(report: &mut Report) {
                 vec![
                     (
                         "idem PostgresStore",
-                        idem_runner(idem.clone(), scope.clone(), concurrency, calls, |i| i),
+                        idem_runner_over(idems.clone(), scope.clone(), concurrency, calls, |i| i),
                     ),
                     (
                         "raw INSERT ON CONFLICT + UPDATE, dedicated connections",
@@ -223,7 +265,7 @@ pub async fn run(report: &mut Report) {
     if replays.iter().any(|(c, _)| report.wants(&replay_name(*c))) {
         for k in 0..HOT {
             idem_call(&idem, &scope, u64::MAX - k).await;
-            dedicated.two(&sql, -(k as i64) - 1).await;
+            dedicated.two(&sql, k, -(k as i64) - 1).await;
         }
     }
     for (concurrency, calls) in replays {
@@ -234,7 +276,7 @@ pub async fn run(report: &mut Report) {
                 vec![
                     (
                         "idem PostgresStore",
-                        idem_runner(idem.clone(), scope.clone(), concurrency, calls, hot),
+                        idem_runner_over(idems.clone(), scope.clone(), concurrency, calls, hot),
                     ),
                     (
                         "raw SELECT by key, dedicated connections",
