@@ -96,8 +96,9 @@ impl Report {
         self.filter.as_deref().is_none_or(|f| scenario.contains(f))
     }
 
-    /// Runs `subjects` (name, runner) interleaved for [`ROUNDS`] rounds and
-    /// keeps each one's median round by throughput. The first subject is
+    /// Runs `subjects` (name, runner) interleaved for [`ROUNDS`] rounds,
+    /// each round in a rotated order, and keeps each one's median round by
+    /// throughput. The first subject is
     /// idem; the rest are its baselines.
     pub async fn scenario(&mut self, scenario: &str, subjects: Vec<(&str, Runner)>) {
         if !self.wants(scenario) {
@@ -113,8 +114,12 @@ impl Report {
             return;
         }
         let mut rounds: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
-        for _ in 0..ROUNDS {
-            for (i, (name, run)) in subjects.iter().enumerate() {
+        for round in 0..ROUNDS {
+            // Each round starts with the next subject, so none always
+            // follows the same one.
+            let order = (0..subjects.len()).map(|k| (k + round) % subjects.len());
+            for i in order {
+                let (name, run) = &subjects[i];
                 let figures = run().await;
                 if self.verbose {
                     eprintln!(
