@@ -101,6 +101,16 @@ impl Report {
     /// throughput. The first subject is
     /// idem; the rest are its baselines.
     pub async fn scenario(&mut self, scenario: &str, subjects: Vec<(&str, Runner)>) {
+        self.scenario_rounds(scenario, ROUNDS, subjects).await;
+    }
+
+    /// As [`scenario`](Self::scenario), for `rounds` rounds.
+    pub async fn scenario_rounds(
+        &mut self,
+        scenario: &str,
+        rounds_wanted: usize,
+        subjects: Vec<(&str, Runner)>,
+    ) {
         if !self.wants(scenario) {
             return;
         }
@@ -114,7 +124,7 @@ impl Report {
             return;
         }
         let mut rounds: Vec<Vec<Figures>> = vec![Vec::new(); subjects.len()];
-        for round in 0..ROUNDS {
+        for round in 0..rounds_wanted {
             // Each round starts with the next subject, so none always
             // follows the same one.
             let order = (0..subjects.len()).map(|k| (k + round) % subjects.len());

@@ -1,4 +1,4 @@
-//! Records in Redis: one Lua script call per step, expiry by Redis itself.
+//! Records in Redis: one round trip per step, expiry by Redis itself.
 //!
 //! One string per record, under `prefix` + the 32 bytes of the hashed key:
 //! `P` + token (16 bytes) + fingerprint (32) while in progress, `C` +
@@ -12,23 +12,12 @@ use bytes::Bytes;
 use idem_core::{
     Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
 };
+use redis::Script;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::{Script, Value};
 
-/// Claims with `ARGV[1]` (`P` + token + fingerprint, built by the client)
-/// if the key is free; otherwise answers the stored value as it is, with
-/// its `PTTL`, and the client reads it: the script does as little as it
-/// can, since Lua is what a step costs Redis beyond a native command.
-const CLAIM: &str = r"
-local v = redis.call('GET', KEYS[1])
-if v then
-  return {v, redis.call('PTTL', KEYS[1])}
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 0
-";
-
+// The fenced steps compare the claim's token inside Redis, so they are Lua;
+// the claim needs no comparison and is native (see `Store::claim` below).
 const COMPLETE: &str = r"
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 17) == 'P' .. ARGV[1] then
@@ -59,10 +48,12 @@ return 0
 /// Records in Redis or a Redis Cluster, shared by every replica of a
 /// service.
 ///
-/// Claim, complete, release and renew are each one `EVALSHA` (falling back
-/// to `EVAL` once if the script cache was flushed): one round trip, atomic,
-/// with no window between a read and a write. A replayed duplicate is one
-/// round trip. Expiry is Redis's own `PX`. The connection is one
+/// Claim, complete, release and renew are each one round trip, atomic,
+/// with no window between a read and a write: the claim is a native
+/// `SET NX PX GET` with a `PTTL`, in one `MULTI`/`EXEC` pipeline (so
+/// Redis 7.0 or later, or Valkey), and the fenced steps are each one `EVALSHA` (falling back to
+/// `EVAL` once if the script cache was flushed). A replayed duplicate is
+/// one round trip. Expiry is Redis's own `PX`. The connection is one
 /// multiplexed, reconnecting connection (`ConnectionManager`, or the
 /// cluster client); an unreachable Redis answers within the response
 /// timeout with `Error::Store`, and calls succeed again once it is back.
@@ -88,7 +79,6 @@ enum Conn {
 
 #[derive(Clone)]
 struct Scripts {
-    claim: Script,
     complete: Script,
     release: Script,
     renew: Script,
@@ -234,7 +224,6 @@ impl RedisStoreBuilder {
             conn,
             prefix: self.prefix,
             scripts: Scripts {
-                claim: Script::new(CLAIM),
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
                 renew: Script::new(RENEW),
@@ -310,6 +299,17 @@ impl RedisStore {
         }
     }
 
+    async fn query<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, StoreError> {
+        let result = match &self.conn {
+            Conn::Single(conn) => pipe.query_async(&mut conn.clone()).await,
+            Conn::Cluster(conn) => pipe.query_async(&mut conn.clone()).await,
+        };
+        result.map_err(store_error)
+    }
+
     async fn fenced(
         &self,
         script: &Script,
@@ -340,7 +340,7 @@ fn millis(duration: Duration) -> Vec<u8> {
 fn corrupt(what: &'static str) -> StoreError {
     StoreError::new(
         "redis",
-        format!("unexpected reply from the claim script: {what}"),
+        format!("unexpected value under an idem key: {what}"),
     )
 }
 
@@ -353,11 +353,8 @@ fn fingerprint_at(value: &[u8], at: usize) -> Result<Fingerprint, StoreError> {
         .ok_or_else(|| corrupt("fingerprint is not 32 bytes"))
 }
 
-fn remaining(pttl: &Value) -> Duration {
-    match pttl {
-        Value::Int(ms) if *ms > 0 => Duration::from_millis(*ms as u64),
-        _ => Duration::ZERO,
-    }
+fn remaining(pttl_ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0))
 }
 
 #[async_trait]
@@ -367,18 +364,30 @@ impl Store for RedisStore {
         value[0] = b'P';
         value[1..17].copy_from_slice(&claim.token.to_bytes());
         value[17..].copy_from_slice(claim.fingerprint.as_bytes());
-        let reply: Value = self
-            .invoke(&self.scripts.claim, key, &[&value, &millis(claim.lease)])
-            .await?;
-        let (held, pttl) = match reply {
-            Value::Int(0) => return Ok(ClaimOutcome::Won { took_over: false }),
-            Value::Array(mut parts) if parts.len() == 2 => match (parts.pop(), parts.pop()) {
-                (Some(pttl), Some(Value::BulkString(held))) => (Bytes::from(held), pttl),
-                _ => return Err(corrupt("unknown state")),
-            },
-            _ => return Err(corrupt("unknown state")),
+        // `SET … NX GET` claims a free key, or leaves a held one as it is
+        // and answers its value: native, which costs Redis a fraction of a
+        // script. `PTTL` gives the store-clock `Retry-After` and cache
+        // lifetime; MULTI/EXEC makes the two one atomic step, so the
+        // lifetime is that of the value read (never of a later claim), and
+        // the pipeline keeps them one write and one turn.
+        let redis_key = self.redis_key(key);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("SET")
+            .arg(&redis_key)
+            .arg(&value[..])
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(claim.lease))
+            .arg("GET")
+            .cmd("PTTL")
+            .arg(&redis_key);
+        let (held, pttl): (Option<Vec<u8>>, i64) = self.query(&pipe).await?;
+        let Some(held) = held else {
+            return Ok(ClaimOutcome::Won { took_over: false });
         };
-        let left = remaining(&pttl);
+        let held = Bytes::from(held);
+        let left = remaining(pttl);
         match held.first() {
             Some(b'C') if held.len() >= 33 => Ok(ClaimOutcome::Completed {
                 fingerprint: fingerprint_at(&held, 1)?,
