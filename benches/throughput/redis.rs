@@ -1,6 +1,7 @@
 //! RedisStore beside raw redis-rs on the same server: the minimum two
-//! commands per call, the common GET / SET NX / SET pattern, and raw GET
-//! for replays. Every subject uses one multiplexed connection.
+//! commands per call, the common GET / SET NX / SET pattern, the crate
+//! `idempotent`; for replays raw GET and idem's own claim commands sent by
+//! hand. Every subject uses one multiplexed connection.
 
 use std::sync::Arc;
 
@@ -57,6 +58,24 @@ async fn hand_three(mut conn: ConnectionManager, key: String) {
 async fn raw_get(mut conn: ConnectionManager, key: String) {
     let _: Option<Vec<u8>> = redis::cmd("GET")
         .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+/// The commands of idem's claim, sent by hand: a replay's whole cost in
+/// Redis, so that idem's own work on top shows.
+async fn raw_claim(mut conn: ConnectionManager, key: String) {
+    let (_, _): (i64, Option<Vec<u8>>) = redis::pipe()
+        .cmd("PTTL")
+        .arg(&key)
+        .cmd("SET")
+        .arg(&key)
+        .arg([b'P'; 49].as_slice())
+        .arg("NX")
+        .arg("PX")
+        .arg(LEASE_MS)
+        .arg("GET")
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -158,6 +177,15 @@ pub async fn run(report: &mut Report) {
                             let (conn, prefix) = (conn.clone(), prefix.clone());
                             measure(concurrency, calls, move |i| {
                                 raw_get(conn.clone(), format!("{prefix}hot:{}", i % HOT))
+                            })
+                        })
+                    }),
+                    ("raw PTTL + SET NX PX GET (idem's claim by hand)", {
+                        let (conn, prefix) = (conn.clone(), prefix.clone());
+                        runner(move || {
+                            let (conn, prefix) = (conn.clone(), prefix.clone());
+                            measure(concurrency, calls, move |i| {
+                                raw_claim(conn.clone(), format!("{prefix}hot:{}", i % HOT))
                             })
                         })
                     }),

@@ -2,9 +2,9 @@
 //!
 //! One string per record, under `prefix` + the 32 bytes of the hashed key:
 //! `P` + token (16 bytes) + fingerprint (32) while in progress, `C` +
-//! fingerprint (32) + record once completed. The key's `PX` is the lease
-//! or the TTL, so Redis's clock decides expiry and an expired claim simply
-//! vanishes. Every script touches one key, so Redis Cluster routes it.
+//! fingerprint (32) + TTL (8 bytes, milliseconds, big-endian) + record once
+//! completed. The key's `PX` is the lease or the TTL, so Redis's clock
+//! decides expiry and an expired claim simply vanishes. Every step touches one key, so Redis Cluster routes it.
 
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use redis::cluster_async::ClusterConnection;
 const COMPLETE: &str = r"
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 17) == 'P' .. ARGV[1] then
-  redis.call('SET', KEYS[1], 'C' .. string.sub(v, 18, 49) .. ARGV[2], 'PX', ARGV[3])
+  redis.call('SET', KEYS[1], 'C' .. string.sub(v, 18, 49) .. ARGV[4] .. ARGV[2], 'PX', ARGV[3])
   return 1
 end
 return 0
@@ -50,8 +50,8 @@ return 0
 ///
 /// Claim, complete, release and renew are each one round trip, atomic,
 /// with no window between a read and a write: the claim is a native
-/// `SET NX PX GET` with a `PTTL`, in one `MULTI`/`EXEC` pipeline (so
-/// Redis 7.0 or later, or Valkey), and the fenced steps are each one `EVALSHA` (falling back to
+/// `SET NX PX GET` (so Redis 7.0 or later, or Valkey) pipelined after a
+/// `PTTL`, and the fenced steps are each one `EVALSHA` (falling back to
 /// `EVAL` once if the script cache was flushed). A replayed duplicate is
 /// one round trip. Expiry is Redis's own `PX`. The connection is one
 /// multiplexed, reconnecting connection (`ConnectionManager`, or the
@@ -195,7 +195,7 @@ impl RedisStoreBuilder {
 
     /// Connects to a Redis Cluster through any of its nodes; the client
     /// learns the slot map and follows `MOVED`/`ASK` redirections. Every
-    /// script touches one key, so each call goes to one master.
+    /// step touches one key, so each call goes to one master.
     ///
     /// ```no_run
     /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
@@ -328,13 +328,11 @@ async fn invoke_on<T: redis::FromRedisValue>(
     invocation.invoke_async(conn).await.map_err(store_error)
 }
 
-fn millis(duration: Duration) -> Vec<u8> {
-    // PX needs at least 1 ms.
-    duration
-        .as_millis()
-        .clamp(1, u128::from(u64::MAX))
-        .to_string()
-        .into_bytes()
+/// A duration in whole milliseconds, at least 1 (`PX` needs it).
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 fn corrupt(what: &'static str) -> StoreError {
@@ -353,9 +351,21 @@ fn fingerprint_at(value: &[u8], at: usize) -> Result<Fingerprint, StoreError> {
         .ok_or_else(|| corrupt("fingerprint is not 32 bytes"))
 }
 
+/// The TTL a completed value was stored with, at `at`.
+fn ttl_at(value: &[u8], at: usize) -> Result<Duration, StoreError> {
+    value
+        .get(at..at + 8)
+        .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+        .map(|ms| Duration::from_millis(u64::from_be_bytes(ms)))
+        .ok_or_else(|| corrupt("TTL is not 8 bytes"))
+}
+
 fn remaining(pttl_ms: i64) -> Duration {
     Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0))
 }
+
+/// Where a completed value's record starts: `C`, fingerprint, TTL.
+const RECORD_AT: usize = 1 + 32 + 8;
 
 #[async_trait]
 impl Store for RedisStore {
@@ -365,34 +375,39 @@ impl Store for RedisStore {
         value[1..17].copy_from_slice(&claim.token.to_bytes());
         value[17..].copy_from_slice(claim.fingerprint.as_bytes());
         // `SET … NX GET` claims a free key, or leaves a held one as it is
-        // and answers its value: native, which costs Redis a fraction of a
-        // script. `PTTL` gives the store-clock `Retry-After` and cache
-        // lifetime; MULTI/EXEC makes the two one atomic step, so the
-        // lifetime is that of the value read (never of a later claim), and
-        // the pipeline keeps them one write and one turn.
+        // and answers its value: atomic, and native, which costs Redis a
+        // fraction of a script (and MULTI/EXEC around it costs more than
+        // the script). The `PTTL` before it, in the same pipeline (one
+        // write, one turn), gives the store-clock `Retry-After` and cache
+        // lifetime. The two may be split by other clients' commands, so
+        // the `PTTL` may be of an earlier value than the one read; it is
+        // sent first so that it can only be of one that existed before:
+        // either the value read, or one it replaced, in which case the
+        // value read was written after the `PTTL` ran and lives at least
+        // its own stored TTL from then. The lifetime reported is the
+        // smaller of the two, never later than the store's expiry.
         let redis_key = self.redis_key(key);
         let mut pipe = redis::pipe();
-        pipe.atomic()
+        pipe.cmd("PTTL")
+            .arg(&redis_key)
             .cmd("SET")
             .arg(&redis_key)
             .arg(&value[..])
             .arg("NX")
             .arg("PX")
             .arg(millis(claim.lease))
-            .arg("GET")
-            .cmd("PTTL")
-            .arg(&redis_key);
-        let (held, pttl): (Option<Vec<u8>>, i64) = self.query(&pipe).await?;
+            .arg("GET");
+        let (pttl, held): (i64, Option<Vec<u8>>) = self.query(&pipe).await?;
         let Some(held) = held else {
             return Ok(ClaimOutcome::Won { took_over: false });
         };
         let held = Bytes::from(held);
         let left = remaining(pttl);
         match held.first() {
-            Some(b'C') if held.len() >= 33 => Ok(ClaimOutcome::Completed {
+            Some(b'C') if held.len() >= RECORD_AT => Ok(ClaimOutcome::Completed {
                 fingerprint: fingerprint_at(&held, 1)?,
-                record: held.slice(33..),
-                expires_in: left,
+                expires_in: left.min(ttl_at(&held, 33)?),
+                record: held.slice(RECORD_AT..),
             }),
             Some(b'P') if held.len() == 49 => Ok(ClaimOutcome::InProgress {
                 fingerprint: fingerprint_at(&held, 17)?,
@@ -409,7 +424,9 @@ impl Store for RedisStore {
         record: &[u8],
         ttl: Duration,
     ) -> Result<Fence, StoreError> {
-        let args: [&[u8]; 3] = [&token.to_bytes(), record, &millis(ttl)];
+        let ttl = millis(ttl);
+        let px = ttl.to_string();
+        let args: [&[u8]; 4] = [&token.to_bytes(), record, px.as_bytes(), &ttl.to_be_bytes()];
         self.fenced(&self.scripts.complete, key, &args).await
     }
 
@@ -424,7 +441,8 @@ impl Store for RedisStore {
         token: Token,
         lease: Duration,
     ) -> Result<Fence, StoreError> {
-        let args: [&[u8]; 2] = [&token.to_bytes(), &millis(lease)];
+        let px = millis(lease).to_string();
+        let args: [&[u8]; 2] = [&token.to_bytes(), px.as_bytes()];
         self.fenced(&self.scripts.renew, key, &args).await
     }
 }
