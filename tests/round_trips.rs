@@ -1,7 +1,8 @@
 //! SPEC §6's one-trip rule, pinned on the wire: a counting TCP proxy sits
 //! between idem and a real Redis and a real PostgreSQL, and each kind of
 //! call must cost exactly: fresh key 2 turns (claim, complete), replay 1,
-//! in-progress answer 1, released error 2 (claim, release: release is 1).
+//! in-progress answer 1, released error 2 (claim, release: release is 1),
+//! and a replay that hits the local cache 0.
 
 #[path = "support/pg_server.rs"]
 mod pg_server;
@@ -13,9 +14,15 @@ mod turn_proxy;
 use idem::{Error, Idempotency, PostgresStore, RedisStore, Token};
 use turn_proxy::TurnProxy;
 
-/// Turns taken by each kind of call through `proxied`; `direct` reaches
-/// the same records without the proxy, to hold a claim.
-async fn count(proxy: &TurnProxy, proxied: &Idempotency, direct: &Idempotency) -> [usize; 4] {
+/// Turns taken by each kind of call through `proxied`; `cached` is the
+/// same proxied store behind a local cache; `direct` reaches the same
+/// records without the proxy, to hold a claim.
+async fn count(
+    proxy: &TurnProxy,
+    proxied: &Idempotency,
+    cached: &Idempotency,
+    direct: &Idempotency,
+) -> [usize; 5] {
     let scope = format!("turns-{:x}", Token::random().to_u128() as u64);
     let fresh = |key: &'static str| {
         proxied
@@ -64,7 +71,24 @@ async fn count(proxy: &TurnProxy, proxied: &Idempotency, direct: &Idempotency) -
     proxy.take().await;
     failing("err").await.unwrap_err();
     let released_turns = proxy.take().await;
-    [fresh_turns, replay_turns, in_progress_turns, released_turns]
+
+    // The first replay through the cache reads the store and fills it.
+    let through_cache = || {
+        cached
+            .call(&scope, "k")
+            .run(|| async { Ok::<_, Error>(2u8) })
+    };
+    assert_eq!(through_cache().await.unwrap(), 1);
+    proxy.take().await;
+    assert_eq!(through_cache().await.unwrap(), 1);
+    let cached_turns = proxy.take().await;
+    [
+        fresh_turns,
+        replay_turns,
+        in_progress_turns,
+        released_turns,
+        cached_turns,
+    ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,15 +99,19 @@ async fn redis_turns_per_call() {
         .trim_end_matches('/')
         .to_owned();
     let proxy = TurnProxy::start(upstream).await;
-    let proxied = Idempotency::new(
-        RedisStore::connect(&format!("redis://{}", proxy.addr))
-            .await
-            .unwrap(),
-    );
+    let proxied_store = RedisStore::connect(&format!("redis://{}", proxy.addr))
+        .await
+        .unwrap();
     let direct = Idempotency::new(RedisStore::connect(&url).await.unwrap());
-    let turns = count(&proxy, &proxied, &direct).await;
-    println!("redis turns: fresh, replay, in progress, released error = {turns:?}");
-    assert_eq!(turns, [2, 1, 1, 2]);
+    let turns = count(
+        &proxy,
+        &Idempotency::new(proxied_store.clone()),
+        &Idempotency::builder(proxied_store).local_cache(100).build(),
+        &direct,
+    )
+    .await;
+    println!("redis turns: fresh, replay, in progress, released error, cached replay = {turns:?}");
+    assert_eq!(turns, [2, 1, 1, 2, 0]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,10 +139,13 @@ async fn postgres_turns_per_call() {
         .unwrap();
     let turns = count(
         &proxy,
-        &Idempotency::new(proxied_store),
+        &Idempotency::new(proxied_store.clone()),
+        &Idempotency::builder(proxied_store).local_cache(100).build(),
         &Idempotency::new(direct_store),
     )
     .await;
-    println!("postgres turns: fresh, replay, in progress, released error = {turns:?}");
-    assert_eq!(turns, [2, 1, 1, 2]);
+    println!(
+        "postgres turns: fresh, replay, in progress, released error, cached replay = {turns:?}"
+    );
+    assert_eq!(turns, [2, 1, 1, 2, 0]);
 }
