@@ -3,12 +3,13 @@
 //! `idempotent`; for replays raw GET and idem's own claim commands sent by
 //! hand. Every subject uses one multiplexed connection.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use idem::{Error, Idempotency, RedisStore};
 use redis::aio::ConnectionManager;
 
-use crate::harness::{Report, idem_runner, measure, runner};
+use crate::harness::{Report, Runner, idem_runner, measure, runner};
 use crate::peer::Peer;
 
 const LEASE_MS: u64 = 30_000;
@@ -81,6 +82,28 @@ async fn raw_claim(mut conn: ConnectionManager, key: String) {
         .unwrap();
 }
 
+/// A round of `calls` raw calls at `concurrency`: `call(conn, key)` with
+/// the key `key_of(prefix, i)`.
+fn raw_runner<Fut>(
+    conn: &ConnectionManager,
+    prefix: &str,
+    concurrency: usize,
+    calls: u64,
+    key_of: fn(&str, u64) -> String,
+    call: fn(ConnectionManager, String) -> Fut,
+) -> Runner
+where
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let (conn, prefix): (ConnectionManager, Arc<str>) = (conn.clone(), prefix.into());
+    runner(move || {
+        let (conn, prefix) = (conn.clone(), prefix.clone());
+        measure(concurrency, calls, move |i| {
+            call(conn.clone(), key_of(&prefix, i))
+        })
+    })
+}
+
 async fn idem_call(idem: &Idempotency, scope: &str, key: u64) {
     let out: Result<u64, Error> = idem.call(scope, &key).run(|| async move { Ok(key) }).await;
     out.unwrap();
@@ -105,8 +128,6 @@ pub async fn run(report: &mut Report) {
 
     for (concurrency, calls) in [(1usize, 2_000u64), (64, 20_000)] {
         let name = format!("redis fresh key, concurrency {concurrency}");
-        let (idem, scope, conn, prefix) =
-            (idem.clone(), scope.clone(), conn.clone(), prefix.clone());
         report
             .scenario(
                 &name,
@@ -115,24 +136,28 @@ pub async fn run(report: &mut Report) {
                         "idem RedisStore",
                         idem_runner(idem.clone(), scope.clone(), concurrency, calls, |i| i),
                     ),
-                    ("raw SET NX PX + SET XX PX", {
-                        let (conn, prefix) = (conn.clone(), prefix.clone());
-                        runner(move || {
-                            let (conn, prefix) = (conn.clone(), prefix.clone());
-                            measure(concurrency, calls, move |i| {
-                                raw_two(conn.clone(), format!("{prefix}raw:{i}"))
-                            })
-                        })
-                    }),
-                    ("hand-written GET + SET NX + SET", {
-                        let (conn, prefix) = (conn.clone(), prefix.clone());
-                        runner(move || {
-                            let (conn, prefix) = (conn.clone(), prefix.clone());
-                            measure(concurrency, calls, move |i| {
-                                hand_three(conn.clone(), format!("{prefix}hand:{i}"))
-                            })
-                        })
-                    }),
+                    (
+                        "raw SET NX PX + SET XX PX",
+                        raw_runner(
+                            &conn,
+                            &prefix,
+                            concurrency,
+                            calls,
+                            |p, i| format!("{p}raw:{i}"),
+                            raw_two,
+                        ),
+                    ),
+                    (
+                        "hand-written GET + SET NX + SET",
+                        raw_runner(
+                            &conn,
+                            &prefix,
+                            concurrency,
+                            calls,
+                            |p, i| format!("{p}hand:{i}"),
+                            hand_three,
+                        ),
+                    ),
                     ("crate idempotent 0.3.0 (Valkey store)", {
                         let peer = peer.clone();
                         runner(move || {
@@ -171,24 +196,28 @@ pub async fn run(report: &mut Report) {
                             u64::MAX - i % HOT
                         }),
                     ),
-                    ("raw GET", {
-                        let (conn, prefix) = (conn.clone(), prefix.clone());
-                        runner(move || {
-                            let (conn, prefix) = (conn.clone(), prefix.clone());
-                            measure(concurrency, calls, move |i| {
-                                raw_get(conn.clone(), format!("{prefix}hot:{}", i % HOT))
-                            })
-                        })
-                    }),
-                    ("raw PTTL + SET NX PX GET (idem's claim by hand)", {
-                        let (conn, prefix) = (conn.clone(), prefix.clone());
-                        runner(move || {
-                            let (conn, prefix) = (conn.clone(), prefix.clone());
-                            measure(concurrency, calls, move |i| {
-                                raw_claim(conn.clone(), format!("{prefix}hot:{}", i % HOT))
-                            })
-                        })
-                    }),
+                    (
+                        "raw GET",
+                        raw_runner(
+                            &conn,
+                            &prefix,
+                            concurrency,
+                            calls,
+                            |p, i| format!("{p}hot:{}", i % HOT),
+                            raw_get,
+                        ),
+                    ),
+                    (
+                        "raw PTTL + SET NX PX GET (idem's claim by hand)",
+                        raw_runner(
+                            &conn,
+                            &prefix,
+                            concurrency,
+                            calls,
+                            |p, i| format!("{p}hot:{}", i % HOT),
+                            raw_claim,
+                        ),
+                    ),
                     ("crate idempotent 0.3.0 (Valkey store)", {
                         let peer = peer.clone();
                         runner(move || {
