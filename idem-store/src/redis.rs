@@ -4,7 +4,8 @@
 //! `P` + token (16 bytes) + fingerprint (32) while in progress, `C` +
 //! fingerprint (32) + TTL (8 bytes, milliseconds, big-endian) + record once
 //! completed. The key's `PX` is the lease or the TTL, so Redis's clock
-//! decides expiry and an expired claim simply vanishes. Every step touches one key, so Redis Cluster routes it.
+//! decides expiry and an expired claim simply vanishes. Every step touches
+//! one key, so Redis Cluster routes it.
 
 use std::time::Duration;
 
