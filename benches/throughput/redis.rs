@@ -14,6 +14,13 @@ use crate::peer::Peer;
 
 const LEASE_MS: u64 = 30_000;
 const TTL_MS: u64 = 86_400_000;
+/// Completed keys the replay scenarios read over and over.
+const HOT: u64 = 1_000;
+
+/// The raw subjects' key of replay `i`.
+fn hot_key(prefix: &str, i: u64) -> String {
+    format!("{prefix}hot:{}", i % HOT)
+}
 
 fn url() -> String {
     std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
@@ -173,8 +180,7 @@ pub async fn run(report: &mut Report) {
             .await;
     }
 
-    // Replays: 1,000 completed keys, read over and over.
-    const HOT: u64 = 1_000;
+    // Replays: HOT completed keys, read over and over.
     let replays = [(1usize, 4_000u64), (64, 40_000)];
     let replay_name = |concurrency| format!("redis replay, concurrency {concurrency}");
     if replays.iter().any(|(c, _)| report.wants(&replay_name(*c))) {
@@ -198,25 +204,11 @@ pub async fn run(report: &mut Report) {
                     ),
                     (
                         "raw GET",
-                        raw_runner(
-                            &conn,
-                            &prefix,
-                            concurrency,
-                            calls,
-                            |p, i| format!("{p}hot:{}", i % HOT),
-                            raw_get,
-                        ),
+                        raw_runner(&conn, &prefix, concurrency, calls, hot_key, raw_get),
                     ),
                     (
                         "raw PTTL + SET NX PX GET (idem's claim by hand)",
-                        raw_runner(
-                            &conn,
-                            &prefix,
-                            concurrency,
-                            calls,
-                            |p, i| format!("{p}hot:{}", i % HOT),
-                            raw_claim,
-                        ),
+                        raw_runner(&conn, &prefix, concurrency, calls, hot_key, raw_claim),
                     ),
                     ("crate idempotent 0.3.0 (Valkey store)", {
                         let peer = peer.clone();
