@@ -8,6 +8,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use tokio::time::Instant;
 
 use crate::cache::LocalCache;
+use crate::handle::Inner;
 use crate::key::{self, KeyPart};
 use crate::record::{self, Outcome};
 use crate::{
@@ -167,7 +168,8 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        self.run_reported(body).await.result
+        let inner = self.inner();
+        self.on_handle(&inner, body).await.result
     }
 
     /// As [`run`](Call::run), and also tells whether the result was
@@ -180,10 +182,34 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let inner = Arc::clone(&self.idem.inner);
+        let inner = self.inner();
+        self.on_handle(&inner, body).await
+    }
+
+    /// The handle's store and cache, held by the caller's future while
+    /// [`on_handle`](Call::on_handle)'s future borrows them.
+    pub(crate) fn inner(&self) -> Arc<Inner> {
+        Arc::clone(&self.idem.inner)
+    }
+
+    /// The protocol on the handle's store and cache. A plain fn returning
+    /// the protocol's future, not an async fn awaiting it: every async
+    /// layer between a caller and the protocol copies the protocol's whole
+    /// state (about 2 KB) once more per call.
+    pub(crate) fn on_handle<'i, T, E, F, Fut>(
+        self,
+        inner: &'i Inner,
+        body: F,
+    ) -> impl Future<Output = Reported<Result<T, E>>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
         let on_drop = Some(Arc::clone(&inner.store));
         self.protocol(inner.store.as_ref(), inner.cache.as_ref(), on_drop, body)
-            .await
     }
 
     /// As [`run`](Call::run), on `store` instead of the handle's: for a
@@ -212,7 +238,7 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        self.run_on_reported(store, body).await.result
+        self.protocol(store, None, None, body).await.result
     }
 
     /// As [`run_on`](Call::run_on), and also tells whether the result was

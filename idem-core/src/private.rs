@@ -252,9 +252,16 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = R>,
 {
+    // On the protocol's future directly, as `Call::run` is, so the
+    // attribute adds no async layer (and no copy of its state) to the
+    // builder's path.
+    let inner = call.inner();
     let result = call
-        .run(move || async move { body().await.into_result().map_err(Caught::Body) })
-        .await;
+        .on_handle(&inner, move || async move {
+            body().await.into_result().map_err(Caught::Body)
+        })
+        .await
+        .result;
     R::from_result(result.map_err(|caught| match caught {
         Caught::Body(error) => error,
         Caught::Idem(error) => (errors.from_idem)(error),
