@@ -196,9 +196,9 @@ impl<P> Call<P> {
     /// the protocol's future, not an async fn awaiting it: every async
     /// layer between a caller and the protocol copies the protocol's whole
     /// state (about 2 KB) once more per call.
-    pub(crate) fn on_handle<'i, T, E, F, Fut>(
+    pub(crate) fn on_handle<T, E, F, Fut>(
         self,
-        inner: &'i Inner,
+        inner: &Inner,
         body: F,
     ) -> impl Future<Output = Reported<Result<T, E>>>
     where
