@@ -287,7 +287,12 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
     let mut run_args = Group::new(
         Delimiter::Parenthesis,
         quote! {
-            __idem_call,
+            // The call is built in the argument, not bound first: a
+            // binding is one more copy of it per call.
+            #private::Idempotency::call(#handle, &#scope, &#key)
+                #fingerprint
+                #(#durations)*
+                #errors,
             __idem_errors,
             move || async move {
                 let __idem_return: #ret = #block;
@@ -307,10 +312,6 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
             let __idem_errors = #error_type();
             #digest
             #predicate
-            let __idem_call = #private::Idempotency::call(#handle, &#scope, &#key)
-                #fingerprint
-                #(#durations)*
-                #errors;
             #run_path #run_args #await_
         }
     }
