@@ -193,9 +193,10 @@ impl<P> Call<P> {
     }
 
     /// The protocol on the handle's store and cache. A plain fn returning
-    /// the protocol's future, not an async fn awaiting it: every async
-    /// layer between a caller and the protocol copies the protocol's whole
-    /// state (about 2 KB) once more per call.
+    /// the protocol's future, not an async fn awaiting it: an async layer
+    /// between a caller and the protocol enlarges the call's future and
+    /// copies the `Call` once more (measured with callgrind: one such layer
+    /// cost the attribute 4% more instructions per call than the builder).
     pub(crate) fn on_handle<T, E, F, Fut>(
         self,
         inner: &Inner,
