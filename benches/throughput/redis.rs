@@ -186,7 +186,7 @@ pub async fn run(report: &mut Report) {
     if replays.iter().any(|(c, _)| report.wants(&replay_name(*c))) {
         for k in 0..HOT {
             idem_call(&idem, &scope, u64::MAX - k).await;
-            raw_two(conn.clone(), format!("{prefix}hot:{k}")).await;
+            raw_two(conn.clone(), hot_key(&prefix, k)).await;
             peer.call(format!("hot-{k}"), k).await;
         }
     }
