@@ -95,6 +95,7 @@
 
 mod key;
 mod layer;
+mod principal;
 mod stored;
 
 #[doc(inline)]

@@ -31,6 +31,12 @@ pub const MAX_KEY_BYTES: usize = 255;
 /// header is `None`, a malformed one is still 400). It implements
 /// [`KeyPart`], so it can be the `key` of an `#[idempotent]` function.
 ///
+/// The key is the client's choice, so put the caller in that function's
+/// `scope` (`scope = ("orders", user.id)`): otherwise a client who reuses
+/// or guesses another client's key gets that client's stored result.
+/// ([`IdempotencyLayer`](crate::http::IdempotencyLayer) does this itself,
+/// by a hash of the request's credentials.)
+///
 /// ```
 /// use axum::{Json, Router, routing::post};
 /// use idem::http::IdempotencyKey;

@@ -16,12 +16,12 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::{Layer, Service};
 
+use crate::http::principal::PrincipalRule;
 use crate::http::stored::StoredResponse;
 use crate::http::{IdempotencyKey, Problem, key};
 use crate::{DEFAULT_LEASE, DEFAULT_TTL, Digester, Error, Idempotency, KeyHasher, KeyPart};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Principal = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 type StoreStatus = dyn Fn(StatusCode) -> bool + Send + Sync;
 
 /// The largest request body buffered by default: 2 MiB, axum's own default
@@ -42,8 +42,11 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 ///    key is 400 unless [`key_required(false)`](Self::key_required), then
 ///    the request passes through untouched; an invalid one is always 400;
 /// 2. scopes the key by method, matched route (axum's [`MatchedPath`], or
-///    the URI path where there is none) and the optional
-///    [`principal`](Self::principal), so two users' keys never meet;
+///    the URI path where there is none) and the caller, so two callers'
+///    keys never meet: by default a hash of the request's credentials
+///    ([`principal_headers`](Self::principal_headers),
+///    [`principal_cookies`](Self::principal_cookies)), or the
+///    [`principal`](Self::principal) function's answer;
 /// 3. buffers the body (413 beyond [`max_body_bytes`](Self::max_body_bytes),
 ///    nothing claimed) and fingerprints it: SHA-256 over the request's path
 ///    and query and its body;
@@ -99,7 +102,7 @@ struct Config {
     max_response_bytes: usize,
     stored_headers: Vec<HeaderName>,
     store_status: Arc<StoreStatus>,
-    principal: Option<Arc<Principal>>,
+    principal: PrincipalRule,
 }
 
 /// The default of [`IdempotencyLayer::store_status`]: 2xx, and 4xx other
@@ -150,7 +153,7 @@ impl IdempotencyLayer {
                     header::LAST_MODIFIED,
                 ],
                 store_status: Arc::new(stores_by_default),
-                principal: None,
+                principal: PrincipalRule::default(),
             }),
         }
     }
@@ -289,7 +292,9 @@ impl IdempotencyLayer {
     /// Who sends the request, as part of the key's scope: two principals
     /// using the same key never see each other's responses. Typically reads
     /// what an authentication layer (placed outside this one) put into the
-    /// request's extensions. `None` is the anonymous principal.
+    /// request's extensions. `None` is the anonymous principal. Replaces the
+    /// default, which scopes keys by a hash of the request's credentials
+    /// ([`principal_headers`](Self::principal_headers)).
     ///
     /// ```
     /// #[derive(Clone)]
@@ -302,7 +307,66 @@ impl IdempotencyLayer {
         mut self,
         principal: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
-        self.config().principal = Some(Arc::new(principal));
+        self.config().principal = PrincipalRule::custom(principal);
+        self
+    }
+
+    /// The request headers whose values identify the caller when no
+    /// [`principal`](Self::principal) is set. Default: `Authorization`.
+    ///
+    /// With no `principal`, the layer scopes every key by a SHA-256 hash of
+    /// these headers and of the [`principal_cookies`](Self::principal_cookies),
+    /// so a caller who reuses (or guesses) another caller's key gets a
+    /// record of their own, never the other's response. The raw values are
+    /// neither stored nor logged; logs show a short hash. Requests that carry
+    /// none of them share the anonymous scope. Replaces a `principal`
+    /// function set before.
+    ///
+    /// ```
+    /// # use axum::http::{HeaderName, header};
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.principal_headers([header::AUTHORIZATION, HeaderName::from_static("x-api-key")]);
+    /// ```
+    pub fn principal_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
+        let config = self.config();
+        config.principal = config.principal.with_headers(names.into_iter().collect());
+        self
+    }
+
+    /// Session cookies whose values identify the caller when no
+    /// [`principal`](Self::principal) is set, beside the
+    /// [`principal_headers`](Self::principal_headers). Name only the
+    /// cookies that carry the session: a cookie that changes between a
+    /// request and its retry (a tracking id) would make the retry a new
+    /// request. Default: none. Replaces a `principal` function set before.
+    ///
+    /// ```
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.principal_cookies(["session"]);
+    /// ```
+    pub fn principal_cookies<N: Into<String>>(
+        mut self,
+        names: impl IntoIterator<Item = N>,
+    ) -> Self {
+        let config = self.config();
+        config.principal = config
+            .principal
+            .with_cookies(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Opts out of scoping keys by caller: every caller who sends the same
+    /// key (and body) to the same route gets the same stored response,
+    /// whoever stored it. Only for routes where that is the point, such as
+    /// a public endpoint whose responses hold nothing private; anywhere
+    /// else it hands one caller's response to another who reuses the key.
+    ///
+    /// ```
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.share_keys_across_callers();
+    /// ```
+    pub fn share_keys_across_callers(mut self) -> Self {
+        self.config().principal = PrincipalRule::SharedAcrossCallers;
         self
     }
 }
@@ -319,7 +383,7 @@ impl fmt::Debug for IdempotencyLayer {
             .field("max_body_bytes", &c.max_body_bytes)
             .field("max_response_bytes", &c.max_response_bytes)
             .field("stored_headers", &c.stored_headers)
-            .field("principal", &c.principal.is_some())
+            .field("principal", &c.principal)
             .finish_non_exhaustive()
     }
 }
@@ -432,10 +496,7 @@ where
         Some(matched) => matched.as_str().to_owned(),
         None => parts.uri.path().to_owned(),
     };
-    let principal = config
-        .principal
-        .as_ref()
-        .and_then(|principal| principal(&parts));
+    let principal = config.principal.of(&parts);
     let scope = HttpScope {
         method: parts.method.as_str().to_owned(),
         route,
