@@ -23,6 +23,7 @@
 mod app;
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use idem::Idempotency;
 
@@ -61,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|_| "127.0.0.1:3000".into())
         .parse()?;
     let options = app::Options::default();
-    let router = app::router(app::Payments::new(idem, &options), &options);
+    let router = app::router(app::Payments::new(idem.clone(), &options), &options);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     println!(
         "payments on http://{} (store: {store_name}); Ctrl-C stops",
@@ -72,6 +73,14 @@ async fn main() -> anyhow::Result<()> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
+    // Requests whose clients left still run on their own tasks: let them
+    // finish and store their answers before the process exits.
+    let still_running = idem.drain(Duration::from_secs(30)).await;
+    if still_running > 0 {
+        eprintln!(
+            "{still_running} requests still running at exit; their keys run again after the lease"
+        );
+    }
     Ok(())
 }
 

@@ -96,6 +96,8 @@
 mod key;
 mod layer;
 mod principal;
+mod request;
+mod run_times;
 mod stored;
 
 #[doc(inline)]

@@ -46,7 +46,7 @@ const MAX_BACKOFF: Duration = Duration::from_millis(250);
 /// ```
 #[must_use = "a call does nothing until `.run(…)` is awaited"]
 pub struct Call<P = ReleaseErrors> {
-    idem: Idempotency,
+    pub(crate) idem: Idempotency,
     key: RecordKey,
     scope: String,
     ttl: Duration,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 
 use crate::cache::LocalCache;
+use crate::detach::Running;
 use crate::{Call, Error, KeyPart, Store};
 
 /// A cheap, cloneable handle over a [`Store`]: where calls start.
@@ -30,6 +31,7 @@ pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) max_record_bytes: usize,
     pub(crate) cache: Option<LocalCache>,
+    pub(crate) running: Arc<Running>,
 }
 
 /// The default limit on an encoded record: 1 MiB.
@@ -114,6 +116,7 @@ impl IdempotencyBuilder {
                 store: self.store,
                 max_record_bytes: self.max_record_bytes,
                 cache: self.local_cache.map(LocalCache::new),
+                running: Arc::default(),
             }),
         }
     }

@@ -21,6 +21,7 @@
 mod cache;
 mod call;
 mod context;
+mod detach;
 mod error;
 mod fingerprint;
 mod handle;

@@ -268,6 +268,25 @@ where
     }))
 }
 
+/// As [`run`], on a task of its own (`#[idempotent(detach)]`): the body
+/// runs on to completion when the caller's future is dropped.
+pub async fn run_detached<R, T, E, P, F, Fut>(call: Call<P>, errors: ErrorType<E>, body: F) -> R
+where
+    R: IdempotentReturn<Ok = T, Err = E> + Send + 'static,
+    T: StoredOk + ReplayedOk + Send + 'static,
+    E: Send + 'static,
+    P: ErrorPolicy<Caught<E>> + Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = R> + Send + 'static,
+{
+    let from_idem = errors.from_idem;
+    let idem = call.idem.clone();
+    match idem.detached(run(call, errors, body)).await {
+        Ok(returned) => returned,
+        Err(error) => R::from_result(Err(from_idem(error))),
+    }
+}
+
 /// idem's own error, before the body runs, as the fn's return type.
 pub fn bail<R: IdempotentReturn>(errors: ErrorType<R::Err>, error: Error) -> R {
     R::from_result(Err((errors.from_idem)(error)))

@@ -6,6 +6,7 @@ use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Expr, Ident, Lit, LitStr, Path, Token};
 
+use crate::diagnostics::Diagnostics;
 use crate::duration;
 
 /// The options of one `#[idempotent(...)]`. Each is kept with the span of
@@ -21,6 +22,8 @@ pub(crate) struct Args {
     pub fingerprint: Option<Fingerprint>,
     pub skip: Vec<Ident>,
     pub errors: Option<Errors>,
+    /// The span of the `detach` flag, when given.
+    pub detach: Option<Span>,
     pub krate: Option<Path>,
 }
 
@@ -52,27 +55,9 @@ const OPTIONS: &[&str] = &[
     "fingerprint",
     "skip",
     "errors",
+    "detach",
     "crate",
 ];
-
-/// Collects errors, to report all of them together.
-#[derive(Default)]
-pub(crate) struct Diagnostics {
-    first: Option<syn::Error>,
-}
-
-impl Diagnostics {
-    pub(crate) fn push(&mut self, error: syn::Error) {
-        match &mut self.first {
-            Some(first) => first.combine(error),
-            None => self.first = Some(error),
-        }
-    }
-
-    pub(crate) fn finish(self) -> syn::Result<()> {
-        self.first.map_or(Ok(()), Err)
-    }
-}
 
 impl Parse for Args {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
@@ -109,6 +94,16 @@ impl Parse for Args {
                 syn::parenthesized!(content in input);
                 let names = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?;
                 args.skip.extend(names);
+            } else if name == "detach" {
+                if input.peek(Token![=]) {
+                    diagnostics.push(syn::Error::new(
+                        input.span(),
+                        "`detach` is a flag and takes no value: write `detach`",
+                    ));
+                    input.parse::<Token![=]>()?;
+                    input.parse::<Expr>()?;
+                }
+                args.detach = Some(span);
             } else {
                 input.parse::<Token![=]>().map_err(|e| {
                     syn::Error::new(

@@ -8,8 +8,10 @@ use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, Pat, ReturnType};
 
-use crate::args::{Args, Diagnostics, Duration, Errors, Fingerprint};
+use crate::args::{Args, Duration, Errors, Fingerprint};
 use crate::checks::{self, Derived, ReturnShape, SpanRange};
+use crate::detach;
+use crate::diagnostics::Diagnostics;
 
 pub(crate) fn idempotent(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let mut diagnostics = Diagnostics::default();
@@ -119,6 +121,9 @@ impl Model {
                     errors.into_iter().for_each(|e| diagnostics.push(e));
                 }
             }
+        }
+        if args.detach.is_some() {
+            detach::owned_params(&func.sig, diagnostics);
         }
         Model { hashed, derived }
     }
@@ -280,8 +285,13 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
     } else {
         checks::respan(ret_ty.clone(), ok_span)
     };
+    let runner = if args.detach.is_some() {
+        format_ident!("run_detached")
+    } else {
+        format_ident!("run")
+    };
     let run_path = checks::respan(
-        quote!(#private::run::<#run_ret, #run_ok, #err_ty, _, _, _>),
+        quote!(#private::#runner::<#run_ret, #run_ok, #err_ty, _, _, _>),
         ok_span,
     );
     let mut run_args = Group::new(

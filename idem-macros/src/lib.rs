@@ -8,6 +8,8 @@
 
 mod args;
 mod checks;
+mod detach;
+mod diagnostics;
 mod duration;
 mod expand;
 
@@ -79,6 +81,7 @@ use proc_macro::TokenStream;
 /// | `fingerprint` | a `serde::Serialize` expression that must match when a key is reused, or `false` | a SHA-256 of every parameter not skipped |
 /// | `skip(a, b)` | parameters left out of the derived key and fingerprint (pools, clients, handles); `self` is always left out | none |
 /// | `errors` | `"release"` (an `Err` releases the key, a retry runs again), `"replay"` (the `Err` is stored and replayed; `E` must be serializable), or the path of a `fn(&E) -> bool` that says which errors to store | `"release"` |
+/// | `detach` | a flag: the body runs on to completion on the runtime when the caller's future is dropped (client gone, timeout), and its result is stored; parameters must then be owned and `Send + 'static` (a borrowed one is a compile error at that parameter) | off |
 /// | `crate` | the path of the `idem` crate, for crates that re-export it | `::idem` |
 ///
 /// Works on free `async fn`s, methods taking `&self`, `&mut self` or

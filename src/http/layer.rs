@@ -8,18 +8,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::MatchedPath;
 use axum::http::request::Parts;
 use axum::http::{HeaderName, Method, Request, Response, StatusCode, header};
-use axum::response::IntoResponse;
 use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::{Layer, Service};
 
 use crate::http::principal::PrincipalRule;
-use crate::http::stored::StoredResponse;
-use crate::http::{IdempotencyKey, Problem, key};
-use crate::{DEFAULT_LEASE, DEFAULT_TTL, Digester, Error, Idempotency, KeyHasher, KeyPart};
+use crate::http::request;
+use crate::http::run_times::RunTimes;
+use crate::{DEFAULT_LEASE, DEFAULT_TTL, Idempotency};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type StoreStatus = dyn Fn(StatusCode) -> bool + Send + Sync;
@@ -61,6 +58,13 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 ///    [`wait`](Self::wait), the first one's answer; the same key with
 ///    another body is 422.
 ///
+/// The inner service runs on a task of its own: a client that disconnects
+/// or times out does not cancel it, and its answer is stored for the
+/// client's retry. A retry meanwhile gets 409 with a `Retry-After` of the
+/// route's recent run time (at most the remaining lease). A panic in the
+/// inner service releases the claim and answers 500. On shutdown,
+/// [`Idempotency::drain`] waits for such requests.
+///
 /// Errors are `application/problem+json` ([`Problem`]). Other methods pass
 /// through. Inside the inner service, [`child_key`](crate::child_key)
 /// derives a key for a downstream API from this request's scope and key,
@@ -91,18 +95,19 @@ pub struct IdempotencyLayer {
 }
 
 #[derive(Clone)]
-struct Config {
-    idem: Idempotency,
-    methods: Vec<Method>,
-    key_required: bool,
-    ttl: Duration,
-    lease: Duration,
-    wait: Duration,
-    max_body_bytes: usize,
-    max_response_bytes: usize,
-    stored_headers: Vec<HeaderName>,
-    store_status: Arc<StoreStatus>,
-    principal: PrincipalRule,
+pub(crate) struct Config {
+    pub(crate) idem: Idempotency,
+    pub(crate) methods: Vec<Method>,
+    pub(crate) key_required: bool,
+    pub(crate) ttl: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) max_response_bytes: usize,
+    pub(crate) stored_headers: Vec<HeaderName>,
+    pub(crate) store_status: Arc<StoreStatus>,
+    pub(crate) principal: PrincipalRule,
+    pub(crate) run_times: Arc<RunTimes>,
 }
 
 /// The default of [`IdempotencyLayer::store_status`]: 2xx, and 4xx other
@@ -154,6 +159,7 @@ impl IdempotencyLayer {
                 ],
                 store_status: Arc::new(stores_by_default),
                 principal: PrincipalRule::default(),
+                run_times: Arc::default(),
             }),
         }
     }
@@ -446,218 +452,23 @@ where
         // The ready service handles this request; the clone takes its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        Box::pin(handle(Arc::clone(&self.config), inner, request))
-    }
-}
-
-/// How the guarded run ended when it has no response to store.
-enum Failure<E> {
-    /// idem answered instead of the inner service.
-    Idem(Error),
-    /// The inner service answered with a status that is not stored (or a
-    /// response too large to store): sent as it is, claim released.
-    Unstored(Response<Body>),
-    /// The inner service failed.
-    Inner(E),
-}
-
-impl<E> From<Error> for Failure<E> {
-    fn from(err: Error) -> Self {
-        Failure::Idem(err)
-    }
-}
-
-async fn handle<S, B>(
-    config: Arc<Config>,
-    mut inner: S,
-    request: Request<Body>,
-) -> Result<Response<Body>, S::Error>
-where
-    S: Service<Request<Body>, Response = Response<B>>,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    if !config.methods.contains(request.method()) {
-        return pass(inner, request).await;
-    }
-    let key = match IdempotencyKey::from_headers(request.headers()) {
-        Ok(Some(key)) => key,
-        Ok(None) if !config.key_required => return pass(inner, request).await,
-        Ok(None) => return Ok(key::missing().into_response()),
-        Err(problem) => return Ok(problem.into_response()),
-    };
-
-    let (parts, body) = request.into_parts();
-    let body = match read_body(&parts, body, config.max_body_bytes).await {
-        Ok(body) => body,
-        Err(problem) => return Ok(problem.into_response()),
-    };
-    let route = match parts.extensions.get::<MatchedPath>() {
-        Some(matched) => matched.as_str().to_owned(),
-        None => parts.uri.path().to_owned(),
-    };
-    let principal = config.principal.of(&parts);
-    let scope = HttpScope {
-        method: parts.method.as_str().to_owned(),
-        route,
-        principal,
-    };
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut digest = Digester::new();
-    let fingerprint = digest
-        .part(&RawBytes(target.as_bytes()))
-        .and_then(|()| digest.part(&RawBytes(&body)))
-        .map(|()| digest.finish());
-    let fingerprint = match fingerprint {
-        Ok(fingerprint) => fingerprint,
-        Err(err) => return Ok(Error::Codec(err.into()).into_response()),
-    };
-    let request = Request::from_parts(parts, Body::from(body));
-
-    // The first answer keeps all its headers; only the replays are cut
-    // down to the stored ones.
-    let mut original = None;
-    let (slot, inner, settings) = (&mut original, &mut inner, &*config);
-    let reported = config
-        .idem
-        .call(&scope, key.as_str())
-        .ttl(config.ttl)
-        .lease(config.lease)
-        .wait(config.wait)
-        .fingerprint_digest(fingerprint)
-        .run_reported(move || async move {
-            let response = inner.call(request).await.map_err(Failure::Inner)?;
-            if !(settings.store_status)(response.status()) {
-                return Err(Failure::Unstored(response.map(Body::new)));
+        if !self.config.methods.contains(request.method()) {
+            return Box::pin(request::pass(inner, request));
+        }
+        // On a task of its own: hyper drops this future when the client
+        // goes away, and the handler must not stop half-way through with
+        // its claim released, or the client's retry would run it again.
+        let config = Arc::clone(&self.config);
+        let detached =
+            config
+                .idem
+                .spawn_detached(request::handle(Arc::clone(&config), inner, request));
+        Box::pin(async move {
+            match detached.await {
+                Ok(answer) => answer,
+                Err(err) if err.is_panic() => Ok(request::handler_panicked()),
+                Err(_) => Ok(request::runtime_stopped()),
             }
-            let (parts, body) = response.into_parts();
-            let body = match body.collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(err) => {
-                    let err: BoxError = err.into();
-                    tracing::warn!(error = %err, "idem: the response body failed; claim released");
-                    return Err(Failure::Unstored(response_failed()));
-                }
-            };
-            if body.len() > settings.max_response_bytes {
-                tracing::warn!(
-                    size = body.len(),
-                    limit = settings.max_response_bytes,
-                    "idem: response too large to store; sent unstored and claim released"
-                );
-                return Err(Failure::Unstored(Response::from_parts(
-                    parts,
-                    Body::from(body),
-                )));
-            }
-            let stored = StoredResponse::capture(&parts, &body, &settings.stored_headers);
-            *slot = Some(Response::from_parts(parts, Body::from(body)));
-            Ok(stored)
         })
-        .await;
-
-    match reported.result {
-        Ok(stored) if reported.replayed => Ok(stored.into_replay()),
-        Ok(_) => Ok(original.expect("a response that was not replayed ran here")),
-        Err(Failure::Idem(err)) => match original {
-            // The service ran but its answer could not be stored (the store
-            // failed at completion, or the lease was lost): the client still
-            // gets what happened.
-            Some(response) => {
-                tracing::warn!(error = %err, "idem: response sent but not stored");
-                Ok(response)
-            }
-            None => Ok(err.into_response()),
-        },
-        Err(Failure::Unstored(response)) => Ok(response),
-        Err(Failure::Inner(err)) => Err(err),
-    }
-}
-
-async fn pass<S, B>(mut inner: S, request: Request<Body>) -> Result<Response<Body>, S::Error>
-where
-    S: Service<Request<Body>, Response = Response<B>>,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    Ok(inner.call(request).await?.map(Body::new))
-}
-
-/// Buffers the request body, refusing one over `limit` (413) before reading
-/// it when `Content-Length` tells.
-async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result<Bytes, Problem> {
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(too_large(limit));
-    }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(err) if err.is::<LengthLimitError>() => Err(too_large(limit)),
-        Err(err) => Err(Problem::new(
-            400,
-            "body-unreadable",
-            "Request body unreadable",
-            format!("The request body could not be read: {err}."),
-        )),
-    }
-}
-
-fn too_large(limit: usize) -> Problem {
-    Problem::new(
-        413,
-        "body-too-large",
-        "Request body too large",
-        format!("The request body is larger than {limit} bytes; nothing was processed."),
-    )
-}
-
-fn response_failed() -> Response<Body> {
-    Problem::new(
-        500,
-        "response-failed",
-        "Response failed",
-        "The response body failed while it was being stored; retry with the same Idempotency-Key.",
-    )
-    .into_response()
-}
-
-/// Bytes hashed as one byte string, not one number per byte.
-struct RawBytes<'a>(&'a [u8]);
-
-impl serde::Serialize for RawBytes<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_bytes(self.0)
-    }
-}
-
-/// The scope of a request's key: method, route and principal.
-struct HttpScope {
-    method: String,
-    route: String,
-    principal: Option<String>,
-}
-
-impl KeyPart for HttpScope {
-    fn write_key(&self, hasher: &mut KeyHasher) {
-        hasher.write_bytes(b"idem/http/v1");
-        hasher.write_bytes(self.method.as_bytes());
-        hasher.write_bytes(self.route.as_bytes());
-        hasher.write_bool(self.principal.is_some());
-        if let Some(principal) = &self.principal {
-            hasher.write_bytes(principal.as_bytes());
-        }
-    }
-
-    fn describe(&self, out: &mut String) {
-        out.push_str(&self.method);
-        out.push(' ');
-        out.push_str(&self.route);
-        if let Some(principal) = &self.principal {
-            out.push_str(" for ");
-            out.push_str(principal);
-        }
     }
 }

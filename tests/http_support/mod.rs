@@ -8,7 +8,7 @@ pub mod app;
 
 use std::time::Duration;
 
-use app::{Options, Payments};
+pub use app::{Options, Payments};
 use axum::Router;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use bytes::Bytes;
@@ -192,4 +192,54 @@ pub fn unique() -> String {
         .unwrap()
         .as_nanos();
     format!("{}-{nanos}", std::process::id())
+}
+
+/// `POST /payments` sent by a client that gives up after `patience`: the
+/// request is dropped mid-handler and its connection closed.
+pub async fn pay_and_give_up(server: &Server, key: &str, body: &Value, patience: Duration) {
+    let gave_up = tokio::time::timeout(patience, server.pay(Some("dave"), Some(key), body)).await;
+    assert!(gave_up.is_err(), "the handler answered within {patience:?}");
+}
+
+/// A client times out mid-handler and retries with the same key: the
+/// handler ran to completion on its own, ran once in all, and the retry
+/// gets the first run's answer, replayed; a retry that arrives while it
+/// still runs gets 409 with a `Retry-After` from the route's recent run
+/// times (here well under the 30 s lease).
+pub async fn a_client_that_gives_up_gets_the_first_answer(idem: Idempotency) {
+    let options = Options {
+        gateway_delay: Duration::from_millis(300),
+        ..Options::default()
+    };
+    let (server, payments) = payments_on(idem, options).await;
+    // One run of the route first, so its run time is known.
+    let warm = server
+        .pay(
+            Some("dave"),
+            Some(&format!("\"warm-{}\"", unique())),
+            &order(5),
+        )
+        .await;
+    assert_eq!(warm.status, StatusCode::CREATED);
+
+    let key = format!("\"gave-up-{}\"", unique());
+    let body = order(1234);
+    pay_and_give_up(&server, &key, &body, Duration::from_millis(100)).await;
+    let early = server.pay(Some("dave"), Some(&key), &body).await;
+    early.assert_problem(409, "in-progress");
+    assert!(
+        early.retry_after() <= 2,
+        "Retry-After {} s",
+        early.retry_after()
+    );
+
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let retry = server.pay(Some("dave"), Some(&key), &body).await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{:?}", retry.body);
+    assert!(retry.replayed(), "the retry ran instead of replaying");
+    assert_eq!(retry.json()["amount_cents"], 1234);
+    // warm-up + the one that was given up on: two runs, two charges.
+    assert_eq!(payments.handler_runs(), 2);
+    assert_eq!(payments.service_runs(), 2);
+    assert_eq!(payments.gateway().requests(), 2);
 }

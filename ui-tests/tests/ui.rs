@@ -2,7 +2,7 @@
 //! `tests/ui/fail` is one misuse with its expected message in a `.stderr`
 //! snapshot; each file under `tests/ui/pass` is a supported form that must
 //! compile and run. Regenerate snapshots with
-//! `TRYBUILD=overwrite cargo test --test ui` and read the diff.
+//! `TRYBUILD=overwrite cargo test -p idem-ui-tests` and read the diff.
 
 #[test]
 fn ui() {
