@@ -127,6 +127,7 @@ impl<K: ?Sized> KeyPart for KeyRef<'_, K> {
 )]
 pub trait FingerprintPayload: Serialize {}
 
+#[diagnostic::do_not_recommend]
 impl<T: Serialize + ?Sized> FingerprintPayload for T {}
 
 /// The fingerprint of `fingerprint = …`, computed before the body runs.
@@ -167,6 +168,7 @@ impl<T, E> IdempotentReturn for Result<T, E> {
 )]
 pub trait StoredOk: Serialize {}
 
+#[diagnostic::do_not_recommend]
 impl<T: Serialize> StoredOk for T {}
 
 /// The `Ok` type is decoded from the store for every duplicate.
@@ -177,6 +179,7 @@ impl<T: Serialize> StoredOk for T {}
 )]
 pub trait ReplayedOk: DeserializeOwned {}
 
+#[diagnostic::do_not_recommend]
 impl<T: DeserializeOwned> ReplayedOk for T {}
 
 /// The error type carries idem's own errors.
@@ -187,6 +190,7 @@ impl<T: DeserializeOwned> ReplayedOk for T {}
 )]
 pub trait IdempotentError: From<Error> {}
 
+#[diagnostic::do_not_recommend]
 impl<E: From<Error>> IdempotentError for E {}
 
 /// `errors = "replay"` or `errors = path` stores the error.
@@ -197,6 +201,7 @@ impl<E: From<Error>> IdempotentError for E {}
 )]
 pub trait StoredError: Serialize {}
 
+#[diagnostic::do_not_recommend]
 impl<E: Serialize> StoredError for E {}
 
 /// `errors = "replay"` or `errors = path` decodes the error for duplicates.
@@ -207,6 +212,7 @@ impl<E: Serialize> StoredError for E {}
 )]
 pub trait ReplayedError: DeserializeOwned {}
 
+#[diagnostic::do_not_recommend]
 impl<E: DeserializeOwned> ReplayedError for E {}
 
 /// A parameter hashed into the derived key or fingerprint. The macro
@@ -214,6 +220,7 @@ impl<E: DeserializeOwned> ReplayedError for E {}
 /// message names the parameter.
 pub trait Hashed: Serialize {}
 
+#[diagnostic::do_not_recommend]
 impl<T: Serialize + ?Sized> Hashed for T {}
 
 /// The error type, checked where it is written (`E: From<idem::Error>`):
