@@ -13,7 +13,7 @@ use crate::Error;
 
 /// Where the problem types are documented; each type is this plus a
 /// fragment such as `in-progress`.
-pub const PROBLEM_TYPE_BASE: &str = "https://docs.rs/idem/latest/idem/http/index.html#";
+pub const PROBLEM_TYPE_BASE: &str = "https://docs.rs/idemkit/latest/idem/http/index.html#";
 
 /// An RFC 9457 problem: the body of every error answer of idem's HTTP
 /// layer and extractor, sent as `application/problem+json` with `type`,
@@ -52,7 +52,7 @@ impl Problem {
     ///
     /// ```
     /// let p = idem_core::http::Problem::new(400, "missing-key", "Missing Idempotency-Key", "send one");
-    /// assert_eq!(p.type_uri(), "https://docs.rs/idem/latest/idem/http/index.html#missing-key");
+    /// assert_eq!(p.type_uri(), "https://docs.rs/idemkit/latest/idem/http/index.html#missing-key");
     /// ```
     pub fn new(
         status: u16,

@@ -3,7 +3,7 @@
 //! the worker is killed mid-way.
 //!
 //! Run (several copies may run at once; each runs until killed):
-//! `cargo run --example jetstream_worker --features postgres`
+//! `cargo run -p idem-integration --example jetstream_worker`
 //!
 //! Environment: `NATS_URL` (default `nats://127.0.0.1:4222`),
 //! `DATABASE_URL` (default the loopback PostgreSQL `test` database),

@@ -1,7 +1,7 @@
 //! The billing consumer of `jetstream_worker`, behind a RabbitMQ queue with
 //! manual acks.
 //!
-//! Run: `cargo run --example rabbitmq_worker --features postgres`
+//! Run: `cargo run -p idem-integration --example rabbitmq_worker`
 //!
 //! Environment: `AMQP_URL` (default `amqp://guest:guest@127.0.0.1:5672/%2f`),
 //! `IDEM_QUEUE` (default `orders.placed`, declared durable if absent), and

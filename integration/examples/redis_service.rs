@@ -2,7 +2,7 @@
 //! `#[idempotent]` method whose store is a field of the service.
 //!
 //! Run against the loopback Redis (or set `REDIS_URL`):
-//! `cargo run --example redis_service --features redis`
+//! `cargo run -p idem-integration --example redis_service`
 //! Run it twice: the second run replays what the first stored.
 
 use std::sync::Arc;

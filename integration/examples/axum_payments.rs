@@ -2,7 +2,7 @@
 //! it twice with the same `Idempotency-Key` and the card is charged once;
 //! the second answer is the first one replayed.
 //!
-//! Run: `cargo run --example axum_payments --features axum`
+//! Run: `cargo run -p idem-integration --example axum_payments`
 //! (`-- --redis URL`, `-- --postgres URL` or `-- --sqlite PATH` choose a
 //! store other than memory; each needs its cargo feature). It listens on
 //! `IDEM_EXAMPLE_ADDR`, by default `127.0.0.1:3000`. Then, from another
@@ -92,7 +92,7 @@ async fn redis(url: &str) -> anyhow::Result<Idempotency> {
 #[cfg(not(feature = "redis"))]
 async fn redis(_: &str) -> anyhow::Result<Idempotency> {
     refuse(
-        "--redis needs the `redis` feature: cargo run --example axum_payments --features axum,redis -- --redis URL",
+        "--redis needs the `redis` feature: cargo run -p idem-integration --example axum_payments -- --redis URL",
     )
 }
 
@@ -106,7 +106,7 @@ async fn postgres(url: &str) -> anyhow::Result<Idempotency> {
 #[cfg(not(feature = "postgres"))]
 async fn postgres(_: &str) -> anyhow::Result<Idempotency> {
     refuse(
-        "--postgres needs the `postgres` feature: cargo run --example axum_payments --features axum,postgres -- --postgres URL",
+        "--postgres needs the `postgres` feature: cargo run -p idem-integration --example axum_payments -- --postgres URL",
     )
 }
 
@@ -118,7 +118,7 @@ async fn sqlite(path: &str) -> anyhow::Result<Idempotency> {
 #[cfg(not(feature = "sqlite"))]
 async fn sqlite(_: &str) -> anyhow::Result<Idempotency> {
     refuse(
-        "--sqlite needs the `sqlite` feature: cargo run --example axum_payments --features axum,sqlite -- --sqlite PATH",
+        "--sqlite needs the `sqlite` feature: cargo run -p idem-integration --example axum_payments -- --sqlite PATH",
     )
 }
 

@@ -1,6 +1,6 @@
 //! Throughput and latency of idem beside its baselines, in one process.
 //!
-//! `cargo bench --bench throughput --all-features` (add `-- memory` to run
+//! `cargo bench -p idem-integration --bench throughput` (add `-- memory` to run
 //! only the scenarios whose name contains `memory`; set
 //! `IDEM_BENCH_SUBJECT=raw` to run only the subjects whose name contains
 //! `raw`, for profiling one of them; `IDEM_BENCH_VERBOSE=1` prints every

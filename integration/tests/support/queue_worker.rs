@@ -19,7 +19,7 @@ pub fn example(name: &str) -> PathBuf {
         .join(name);
     assert!(
         path.exists(),
-        "{} is missing: run `cargo test --features postgres`",
+        "{} is missing: run `cargo test -p idem-integration`",
         path.display()
     );
     path
