@@ -30,8 +30,36 @@
 //! # }
 //! ```
 //!
-//! The attribute's options, the store semantics and the errors are in the
-//! README; the runtime without the macro is [`Idempotency::call`].
+//! # Where to go next
+//!
+//! - [`idempotent`]: the attribute, its options (`key`, `scope`, `ttl`,
+//!   `lease`, `wait`, `store`, `fingerprint`, `skip`, `errors`, `detach`,
+//!   `crate`) and idem's errors, each with its HTTP status.
+//! - [`Idempotency::call`]: the same runtime without the macro, and
+//!   [`Call::run_detached`] for bodies that must run on when their caller
+//!   goes away.
+//! - The stores, one feature each: [`MemoryStore`] (`memory`, default),
+//!   `RedisStore` (`redis`), `PostgresStore` and [`postgres`]'s
+//!   transactional mode (`postgres`), `SqliteStore` (`sqlite`); your own
+//!   through the [`Store`] trait.
+//! - [`http`] (`axum`): a tower layer for whole HTTP endpoints, and an
+//!   extractor; [`queue`]: what a queue consumer tells its broker.
+//!
+//! # Errors
+//!
+//! | [`Error`] | when | HTTP status |
+//! | --- | --- | --- |
+//! | `InProgress` | another call holds the key and `wait` ran out or is zero | 409 |
+//! | `FingerprintMismatch` | the key was used before with another payload | 422 |
+//! | `LeaseLost` | our claim expired and another call took over; our result was not stored | 409 |
+//! | `Store` | the store failed or is unreachable; the body did not run if the claim was not won | 503 |
+//! | `Codec` | a value cannot be encoded, or a stored one decoded | 500 |
+//! | `InvalidKey` | the key is not acceptable (empty) | 400 |
+//! | `NotConfigured` | no `store = …` and no [`install`] | 500 |
+//!
+//! The crate is published as `idemkit`; its library is named `idem`
+//! (`idemkit = "0.1"` in `Cargo.toml`, `idem::…` in code). Minimum Rust
+//! version: 1.88.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -55,7 +83,12 @@ pub use idem_store::{RedisStore, RedisStoreBuilder};
 
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use idem_store::{PostgresStore, postgres};
+pub use idem_store::postgres;
+
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+#[doc(no_inline)]
+pub use idem_store::postgres::PostgresStore;
 
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]

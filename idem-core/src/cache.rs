@@ -16,8 +16,8 @@ use crate::{Fingerprint, RecordKey};
 const SHARDS: usize = 16;
 
 pub(crate) struct LocalCache {
-    shards: Box<[Mutex<HashMap<RecordKey, Cached>>]>,
-    per_shard: usize,
+    /// Each shard with its own capacity; together exactly the cache's.
+    shards: Box<[(Mutex<HashMap<RecordKey, Cached>>, usize)]>,
 }
 
 #[derive(Clone)]
@@ -28,22 +28,29 @@ pub(crate) struct Cached {
 }
 
 impl LocalCache {
-    pub(crate) fn new(capacity: usize) -> Self {
-        Self {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            per_shard: capacity.div_ceil(SHARDS).max(1),
-        }
+    /// A cache of at most `capacity` records; `None` for zero.
+    pub(crate) fn new(capacity: usize) -> Option<Self> {
+        let count = capacity.min(SHARDS);
+        let shards = (0..count)
+            .map(|i| {
+                let share = capacity / count + usize::from(i < capacity % count);
+                (Mutex::default(), share)
+            })
+            .collect::<Box<[_]>>();
+        (!shards.is_empty()).then_some(Self { shards })
     }
 
-    fn shard(&self, key: &RecordKey) -> MutexGuard<'_, HashMap<RecordKey, Cached>> {
-        let shard = &self.shards[usize::from(key.as_bytes()[1]) % SHARDS];
-        shard
+    /// The key's shard, locked, and that shard's capacity.
+    fn shard(&self, key: &RecordKey) -> (MutexGuard<'_, HashMap<RecordKey, Cached>>, usize) {
+        let (shard, capacity) = &self.shards[usize::from(key.as_bytes()[1]) % self.shards.len()];
+        let guard = shard
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        (guard, *capacity)
     }
 
     pub(crate) fn get(&self, key: &RecordKey) -> Option<Cached> {
-        let mut shard = self.shard(key);
+        let (mut shard, _) = self.shard(key);
         let hit = shard.get(key)?;
         if hit.until > Instant::now() {
             return Some(hit.clone());
@@ -64,10 +71,10 @@ impl LocalCache {
         if until <= now {
             return;
         }
-        let mut shard = self.shard(&key);
-        if shard.len() >= self.per_shard && !shard.contains_key(&key) {
+        let (mut shard, capacity) = self.shard(&key);
+        if shard.len() >= capacity && !shard.contains_key(&key) {
             shard.retain(|_, cached| cached.until > now);
-            if shard.len() >= self.per_shard {
+            if shard.len() >= capacity {
                 let nearest = shard.iter().min_by_key(|(_, c)| c.until).map(|(k, _)| *k);
                 if let Some(nearest) = nearest {
                     shard.remove(&nearest);
@@ -86,7 +93,10 @@ impl LocalCache {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().unwrap().len()).sum()
+        self.shards
+            .iter()
+            .map(|(s, _)| s.lock().unwrap().len())
+            .sum()
     }
 }
 
@@ -98,7 +108,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn entries_expire_and_capacity_holds() {
-        let cache = LocalCache::new(32);
+        let cache = LocalCache::new(32).unwrap();
         for i in 0..1000u32 {
             let until = Instant::now() + Duration::from_secs(10);
             cache.put(
@@ -113,5 +123,20 @@ mod tests {
         assert!(cache.get(&key).is_some());
         tokio::time::advance(Duration::from_secs(11)).await;
         assert!(cache.get(&key).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn holds_at_most_its_capacity_and_zero_is_none() {
+        assert!(LocalCache::new(0).is_none());
+        for capacity in [1, 2, 5, 16, 17, 100] {
+            let cache = LocalCache::new(capacity).unwrap();
+            for i in 0..1000u32 {
+                let until = Instant::now() + Duration::from_secs(10);
+                let key = RecordKey::new("c", &i);
+                cache.put(key, Fingerprint::NONE, Bytes::from_static(b"r"), until);
+            }
+            // Every shard fills to its share: exactly `capacity` in all.
+            assert_eq!(cache.len(), capacity);
+        }
     }
 }

@@ -31,9 +31,9 @@ const MAX_BACKOFF: Duration = Duration::from_millis(250);
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::time::Duration;
-/// # let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
+/// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
 /// let payload = ("alice", 1200u32);
-/// let out: Result<String, idem_core::Error> = idem
+/// let out: Result<String, idem::Error> = idem
 ///     .call("payments", "order-1")
 ///     .ttl(Duration::from_secs(3600))
 ///     .lease(Duration::from_secs(10))
@@ -223,9 +223,9 @@ impl<P> Call<P> {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// # let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
-    /// let borrowed = idem_store::MemoryStore::new();
-    /// let out: Result<u8, idem_core::Error> =
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let borrowed = idem::MemoryStore::new();
+    /// let out: Result<u8, idem::Error> =
     ///     idem.call("demo", "k").run_on(&borrowed, || async { Ok(1) }).await;
     /// assert_eq!(out.unwrap(), 1);
     /// # }
@@ -247,11 +247,11 @@ impl<P> Call<P> {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// # let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
-    /// let borrowed = idem_store::MemoryStore::new();
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let borrowed = idem::MemoryStore::new();
     /// let out = idem
     ///     .call("demo", "k")
-    ///     .run_on_reported(&borrowed, || async { Ok::<_, idem_core::Error>(1u8) })
+    ///     .run_on_reported(&borrowed, || async { Ok::<_, idem::Error>(1u8) })
     ///     .await;
     /// assert!(!out.replayed);
     /// # }

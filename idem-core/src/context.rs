@@ -16,13 +16,13 @@ pub(crate) async fn scoped<F: Future>(key: RecordKey, body: F) -> F::Output {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
-/// let key: Result<Option<String>, idem_core::Error> = idem
+/// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+/// let key: Result<Option<String>, idem::Error> = idem
 ///     .call("payments", "order-1")
-///     .run(|| async { Ok(idem_core::child_key("gateway")) })
+///     .run(|| async { Ok(idem::child_key("gateway")) })
 ///     .await;
 /// assert_eq!(key.unwrap().unwrap().len(), 64);
-/// assert_eq!(idem_core::child_key("gateway"), None);
+/// assert_eq!(idem::child_key("gateway"), None);
 /// # }
 /// ```
 pub fn child_key(name: &str) -> Option<String> {

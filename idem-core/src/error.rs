@@ -10,7 +10,7 @@ use crate::ShortKey;
 /// hash, never raw. [`Error::status`] gives the HTTP status of SPEC §5.
 ///
 /// ```
-/// use idem_core::Error;
+/// use idem::Error;
 ///
 /// let err = Error::NotConfigured;
 /// assert_eq!(err.status(), 500);
@@ -83,7 +83,7 @@ impl Error {
 /// not read.
 ///
 /// ```
-/// use idem_core::StoreError;
+/// use idem::StoreError;
 ///
 /// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
 /// let err = StoreError::new("redis", io);
@@ -119,7 +119,7 @@ impl StoreError {
 /// as the function's return type.
 ///
 /// ```
-/// use idem_core::CodecError;
+/// use idem::CodecError;
 ///
 /// let err = CodecError::TypeChanged { stored: "app::ReceiptV1".into(), expected: "app::Receipt" };
 /// assert!(err.to_string().contains("app::ReceiptV1"));

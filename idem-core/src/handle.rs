@@ -12,12 +12,12 @@ use crate::{Call, Error, KeyPart, Store};
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # use idem_core::{Idempotency, Store};
-/// # let store = idem_store::MemoryStore::new();
+/// # use idem::{Idempotency, Store};
+/// # let store = idem::MemoryStore::new();
 /// let idem = Idempotency::new(store);
-/// let first: Result<u32, idem_core::Error> =
+/// let first: Result<u32, idem::Error> =
 ///     idem.call("demo", "key-1").run(|| async { Ok(7) }).await;
-/// let again: Result<u32, idem_core::Error> =
+/// let again: Result<u32, idem::Error> =
 ///     idem.call("demo", "key-1").run(|| async { Ok(8) }).await;
 /// assert_eq!((first.unwrap(), again.unwrap()), (7, 7));
 /// # }
@@ -46,8 +46,8 @@ impl Idempotency {
     /// A builder for a handle with non-default settings.
     ///
     /// ```
-    /// # let store = idem_store::MemoryStore::new();
-    /// let idem = idem_core::Idempotency::builder(store).max_record_bytes(64 * 1024).build();
+    /// # let store = idem::MemoryStore::new();
+    /// let idem = idem::Idempotency::builder(store).max_record_bytes(64 * 1024).build();
     /// # let _ = idem;
     /// ```
     pub fn builder(store: impl Store + 'static) -> IdempotencyBuilder {
@@ -94,14 +94,14 @@ impl IdempotencyBuilder {
         self
     }
 
-    /// Keeps up to `capacity` completed records in this process, so a
-    /// replay that hits costs no round trip to the store. A record is kept
-    /// no longer than the store said it lives; in-progress claims are never
-    /// cached. Off by default.
+    /// Keeps at most `capacity` completed records in this process, so a
+    /// replay that hits costs no round trip to the store; `0` keeps none.
+    /// A record is kept no longer than the store said it lives; in-progress
+    /// claims are never cached. Off by default.
     ///
     /// ```
-    /// # let store = idem_store::MemoryStore::new();
-    /// let idem = idem_core::Idempotency::builder(store).local_cache(10_000).build();
+    /// # let store = idem::MemoryStore::new();
+    /// let idem = idem::Idempotency::builder(store).local_cache(10_000).build();
     /// # let _ = idem;
     /// ```
     pub fn local_cache(mut self, capacity: usize) -> Self {
@@ -115,7 +115,7 @@ impl IdempotencyBuilder {
             inner: Arc::new(Inner {
                 store: self.store,
                 max_record_bytes: self.max_record_bytes,
-                cache: self.local_cache.map(LocalCache::new),
+                cache: self.local_cache.and_then(LocalCache::new),
                 running: Arc::default(),
             }),
         }
@@ -129,9 +129,9 @@ static DEFAULT: ArcSwapOption<Idempotency> = ArcSwapOption::const_empty();
 /// with.
 ///
 /// ```
-/// # let store = idem_store::MemoryStore::new();
-/// idem_core::install(idem_core::Idempotency::new(store));
-/// assert!(idem_core::installed().is_ok());
+/// # let store = idem::MemoryStore::new();
+/// idem::install(idem::Idempotency::new(store));
+/// assert!(idem::installed().is_ok());
 /// ```
 pub fn install(handle: Idempotency) {
     DEFAULT.store(Some(Arc::new(handle)));

@@ -25,7 +25,7 @@ pub const PROBLEM_TYPE_BASE: &str = "https://docs.rs/idemkit/latest/idem/http/in
 /// ```
 /// use std::time::Duration;
 /// use axum_core::response::IntoResponse;
-/// use idem_core::http::Problem;
+/// use idem::http::Problem;
 ///
 /// let problem = Problem::new(413, "body-too-large", "Request body too large", "at most 1 MiB")
 ///     .retry_after(Duration::from_millis(1500));
@@ -51,7 +51,7 @@ impl Problem {
     /// A problem of type [`PROBLEM_TYPE_BASE`] + `slug`.
     ///
     /// ```
-    /// let p = idem_core::http::Problem::new(400, "missing-key", "Missing Idempotency-Key", "send one");
+    /// let p = idem::http::Problem::new(400, "missing-key", "Missing Idempotency-Key", "send one");
     /// assert_eq!(p.type_uri(), "https://docs.rs/idemkit/latest/idem/http/index.html#missing-key");
     /// ```
     pub fn new(
@@ -73,7 +73,7 @@ impl Problem {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let p = idem_core::http::Problem::new(409, "in-progress", "t", "d")
+    /// let p = idem::http::Problem::new(409, "in-progress", "t", "d")
     ///     .retry_after(Duration::from_secs(3));
     /// assert_eq!(p.retry_after_secs(), Some(3));
     /// ```
@@ -86,7 +86,7 @@ impl Problem {
     /// problems of your application rather than idem's.
     ///
     /// ```
-    /// let p = idem_core::http::Problem::new(402, "declined", "Payment declined", "insufficient funds")
+    /// let p = idem::http::Problem::new(402, "declined", "Payment declined", "insufficient funds")
     ///     .with_type("https://payments.example/problems/declined");
     /// assert_eq!(p.type_uri(), "https://payments.example/problems/declined");
     /// ```
@@ -210,7 +210,7 @@ impl IntoResponse for Problem {
 /// ```
 /// use axum_core::response::IntoResponse;
 ///
-/// let response = idem_core::Error::InvalidKey("empty".into()).into_response();
+/// let response = idem::Error::InvalidKey("empty".into()).into_response();
 /// assert_eq!(response.status(), 400);
 /// assert_eq!(response.headers()["content-type"], "application/problem+json");
 /// ```

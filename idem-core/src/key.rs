@@ -15,7 +15,7 @@ use crate::Fingerprint;
 /// Integers are widened first, so `42u32` and `42u64` are the same key.
 ///
 /// ```
-/// use idem_core::RecordKey;
+/// use idem::RecordKey;
 ///
 /// let a = RecordKey::new(&("payments", 7u64), &"order-1");
 /// let b = RecordKey::new(&("payments", 7u32), &"order-1");
@@ -39,7 +39,7 @@ pub trait KeyPart {
 /// The streaming hasher a [`KeyPart`] writes into.
 ///
 /// ```
-/// use idem_core::{KeyHasher, KeyPart};
+/// use idem::{KeyHasher, KeyPart};
 ///
 /// struct OrderId(u64);
 /// impl KeyPart for OrderId {
@@ -115,7 +115,7 @@ impl KeyHasher {
 /// stored.
 ///
 /// ```
-/// use idem_core::RecordKey;
+/// use idem::RecordKey;
 ///
 /// let key = RecordKey::new(&"payments", &"order-1");
 /// assert_eq!(key.as_bytes().len(), 32);

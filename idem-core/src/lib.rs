@@ -6,10 +6,10 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
-//! let charge = || async { Ok::<_, idem_core::Error>(format!("receipt-{}", 1)) };
+//! let idem = idem::Idempotency::new(idem::MemoryStore::new());
+//! let charge = || async { Ok::<_, idem::Error>(format!("receipt-{}", 1)) };
 //! let first: String = idem.call("payments", "order-1").run(charge).await.unwrap();
-//! let again: Result<String, idem_core::Error> =
+//! let again: Result<String, idem::Error> =
 //!     idem.call("payments", "order-1").run(|| async { unreachable!() }).await;
 //! assert_eq!(first, again.unwrap());
 //! # }

@@ -23,10 +23,10 @@ pub trait ErrorPolicy<E> {
 /// Every `Err` releases the claim, so the next call runs the body again.
 ///
 /// ```
-/// # async fn demo(idem: idem_core::Idempotency) {
-/// let out: Result<u32, idem_core::Error> = idem
+/// # async fn demo(idem: idem::Idempotency) {
+/// let out: Result<u32, idem::Error> = idem
 ///     .call("jobs", "job-1")
-///     .errors(idem_core::ReleaseErrors)
+///     .errors(idem::ReleaseErrors)
 ///     .run(|| async { Ok(1) })
 ///     .await;
 /// # }
@@ -62,15 +62,15 @@ pub struct StoreErrorsIf<F>(F);
 /// Stores every `Err` and replays it to duplicates.
 ///
 /// ```
-/// # async fn demo(idem: idem_core::Idempotency) {
+/// # async fn demo(idem: idem::Idempotency) {
 /// #[derive(Debug, serde::Serialize, serde::Deserialize)]
 /// enum PayError { Declined, Idem(String) }
-/// impl From<idem_core::Error> for PayError {
-///     fn from(e: idem_core::Error) -> Self { PayError::Idem(e.to_string()) }
+/// impl From<idem::Error> for PayError {
+///     fn from(e: idem::Error) -> Self { PayError::Idem(e.to_string()) }
 /// }
 /// let out: Result<u32, PayError> = idem
 ///     .call("payments", "order-1")
-///     .errors(idem_core::replay_errors())
+///     .errors(idem::replay_errors())
 ///     .run(|| async { Err(PayError::Declined) })
 ///     .await;
 /// # }
@@ -85,7 +85,7 @@ pub fn replay_errors<E>() -> StoreErrorsIf<fn(&E) -> bool> {
 /// ```
 /// #[derive(Debug, serde::Serialize, serde::Deserialize)]
 /// enum PayError { Declined, Timeout }
-/// let policy = idem_core::store_errors_if(|e: &PayError| matches!(e, PayError::Declined));
+/// let policy = idem::store_errors_if(|e: &PayError| matches!(e, PayError::Declined));
 /// # let _ = policy;
 /// ```
 pub fn store_errors_if<E, F: Fn(&E) -> bool>(predicate: F) -> StoreErrorsIf<F> {

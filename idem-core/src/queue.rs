@@ -25,9 +25,8 @@
 //! claim and its message.
 //!
 //! ```
-//! use idem_core::queue::{AsIdemError, Disposition, with_heartbeat};
-//! # extern crate idem_core as idem;
-//! # use idem_macros::idempotent;
+//! use idem::queue::{AsIdemError, Disposition, with_heartbeat};
+//! use idem::idempotent;
 //! use std::time::Duration;
 //!
 //! #[derive(Debug)]
@@ -46,7 +45,7 @@
 //!     Ok(amount_cents)
 //! }
 //! # static IDEM: std::sync::LazyLock<idem::Idempotency> =
-//! #     std::sync::LazyLock::new(|| idem::Idempotency::new(idem_store::MemoryStore::new()));
+//! #     std::sync::LazyLock::new(|| idem::Idempotency::new(idem::MemoryStore::new()));
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! // For each message: run the handler, extending the ack deadline every
@@ -69,8 +68,8 @@ use crate::{Call, CodecError, Error, ErrorPolicy};
 /// How long a released error or a store failure waits before redelivery.
 ///
 /// ```
-/// use idem_core::queue::{DEFAULT_RETRY_AFTER, Disposition};
-/// let down = idem_core::Error::NotConfigured;
+/// use idem::queue::{DEFAULT_RETRY_AFTER, Disposition};
+/// let down = idem::Error::NotConfigured;
 /// assert_eq!(Disposition::of_error(&down), Disposition::Retry { after: DEFAULT_RETRY_AFTER });
 /// ```
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -79,7 +78,7 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// [module](self)'s table).
 ///
 /// ```
-/// use idem_core::queue::Disposition;
+/// use idem::queue::Disposition;
 /// # struct Message;
 /// # impl Message { fn ack(&self) {} fn nak(&self, _: std::time::Duration) {} fn term(&self) {} }
 /// # let (message, disposition) = (Message, Disposition::Ack);
@@ -109,7 +108,7 @@ impl Disposition {
     /// `errors = path`; a stored error is a final answer, so it is acked.
     ///
     /// ```
-    /// use idem_core::{Error, queue::Disposition};
+    /// use idem::{Error, queue::Disposition};
     /// let busy: Result<(), Error> = Err(Error::NotConfigured);
     /// assert!(matches!(Disposition::of(&busy, |_| false), Disposition::Retry { .. }));
     /// assert_eq!(Disposition::of(&Ok::<_, Error>(1), |_| false), Disposition::Ack);
@@ -134,8 +133,8 @@ impl Disposition {
     /// error.
     ///
     /// ```
-    /// use idem_core::queue::{DEFAULT_RETRY_AFTER, Disposition};
-    /// assert_eq!(Disposition::of_error(&idem_core::Error::NotConfigured),
+    /// use idem::queue::{DEFAULT_RETRY_AFTER, Disposition};
+    /// assert_eq!(Disposition::of_error(&idem::Error::NotConfigured),
     ///            Disposition::Retry { after: DEFAULT_RETRY_AFTER });
     /// ```
     pub fn of_error(error: &Error) -> Disposition {
@@ -158,7 +157,7 @@ impl Disposition {
 /// message or a busy key from the handler's own failures.
 ///
 /// ```
-/// use idem_core::{Error, queue::AsIdemError};
+/// use idem::{Error, queue::AsIdemError};
 /// enum AppError { Idem(Error), Declined }
 /// impl AsIdemError for AppError {
 ///     fn as_idem_error(&self) -> Option<&Error> {
@@ -173,8 +172,8 @@ pub trait AsIdemError {
 }
 
 /// ```
-/// use idem_core::queue::AsIdemError;
-/// assert!(idem_core::Error::NotConfigured.as_idem_error().is_some());
+/// use idem::queue::AsIdemError;
+/// assert!(idem::Error::NotConfigured.as_idem_error().is_some());
 /// ```
 impl AsIdemError for Error {
     fn as_idem_error(&self) -> Option<&Error> {
@@ -183,8 +182,8 @@ impl AsIdemError for Error {
 }
 
 /// ```
-/// use idem_core::queue::AsIdemError;
-/// let err: Box<dyn std::error::Error + Send + Sync> = idem_core::Error::NotConfigured.into();
+/// use idem::queue::AsIdemError;
+/// let err: Box<dyn std::error::Error + Send + Sync> = idem::Error::NotConfigured.into();
 /// assert!(err.as_idem_error().is_some());
 /// ```
 impl AsIdemError for Box<dyn std::error::Error + Send + Sync> {
@@ -197,9 +196,9 @@ impl AsIdemError for Box<dyn std::error::Error + Send + Sync> {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
-/// let handled = idem_core::queue::handle(idem.call("billing", "order-7"), || async {
-///     Ok::<_, idem_core::Error>(7)
+/// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+/// let handled = idem::queue::handle(idem.call("billing", "order-7"), || async {
+///     Ok::<_, idem::Error>(7)
 /// })
 /// .await;
 /// assert_eq!(handled.result.unwrap(), 7);
@@ -222,9 +221,9 @@ pub struct Handled<T, E> {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::time::Duration;
-/// use idem_core::queue::{Disposition, handle, with_heartbeat};
-/// # let idem = idem_core::Idempotency::new(idem_store::MemoryStore::new());
-/// let charge = || async { Ok::<_, idem_core::Error>(String::from("charged")) };
+/// use idem::queue::{Disposition, handle, with_heartbeat};
+/// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+/// let charge = || async { Ok::<_, idem::Error>(String::from("charged")) };
 /// let handled = handle(idem.call("billing", "order-42"), || {
 ///     with_heartbeat(charge(), Duration::from_secs(10), || async { /* in-progress ack */ })
 /// })
@@ -277,7 +276,7 @@ where
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// use std::time::Duration;
 /// let mut beats = 0;
-/// let out = idem_core::queue::with_heartbeat(
+/// let out = idem::queue::with_heartbeat(
 ///     async { tokio::time::sleep(Duration::from_secs(25)).await; 7 },
 ///     Duration::from_secs(10),
 ///     || { beats += 1; std::future::ready(()) },

@@ -98,7 +98,7 @@ pub enum Fence {
 ///
 /// ```
 /// use std::time::Duration;
-/// use idem_core::{async_trait, Claim, ClaimOutcome, Fence, RecordKey, Store, StoreError, Token};
+/// use idem::{async_trait, Claim, ClaimOutcome, Fence, RecordKey, Store, StoreError, Token};
 ///
 /// /// A store that is always down: every call fails closed.
 /// struct Down;

@@ -1,6 +1,6 @@
-//! The `#[idempotent]` attribute of [idem](https://docs.rs/idem).
+//! The `#[idempotent]` attribute of [idem](https://docs.rs/idemkit).
 //!
-//! Use it through the `idem` crate (`idem::idempotent`). This crate only
+//! Use it through the facade, `idemkit` (`idem::idempotent` in code). This crate only
 //! parses the attribute into a typed model (`args`), checks the signature
 //! (`checks`) and expands it (`expand`) into calls on `::idem::__private`.
 
@@ -19,10 +19,7 @@ use proc_macro::TokenStream;
 /// claims it in a store, runs the body only if the claim was won, stores
 /// the `Ok` value and replays it to every duplicate until its TTL ends.
 ///
-/// (This crate cannot depend on `idem`, so the example is compiled and run
-/// as `tests/ui/pass/doc_example.rs` of the `idem` crate.)
-///
-/// ```ignore
+/// ```
 /// use std::sync::LazyLock;
 /// use std::sync::atomic::{AtomicU64, Ordering};
 ///
@@ -83,6 +80,20 @@ use proc_macro::TokenStream;
 /// | `errors` | `"release"` (an `Err` releases the key, a retry runs again), `"replay"` (the `Err` is stored and replayed; `E` must be serializable), or the path of a `fn(&E) -> bool` that says which errors to store | `"release"` |
 /// | `detach` | a flag: the body runs on to completion on the runtime when the caller's future is dropped (client gone, timeout), and its result is stored; parameters must then be owned and `Send + 'static` (a borrowed one is a compile error at that parameter) | off |
 /// | `crate` | the path of the `idem` crate, for crates that re-export it | `::idem` |
+///
+/// # Errors
+///
+/// idem's own errors reach the caller through `E: From<idem::Error>`:
+///
+/// | `idem::Error` | when | HTTP status |
+/// | --- | --- | --- |
+/// | `InProgress` | another call holds the key and `wait` ran out or is zero | 409 |
+/// | `FingerprintMismatch` | the key was used before with another payload | 422 |
+/// | `LeaseLost` | our claim expired and another call took over; our result was not stored | 409 |
+/// | `Store` | the store failed or is unreachable; the body did not run if the claim was not won | 503 |
+/// | `Codec` | a value cannot be encoded, or a stored one decoded | 500 |
+/// | `InvalidKey` | the key is not acceptable (empty) | 400 |
+/// | `NotConfigured` | no `store = …` and no `idem::install` | 500 |
 ///
 /// Works on free `async fn`s, methods taking `&self`, `&mut self` or
 /// `self: Arc<Self>`, generic fns and fns in trait impls; the signature

@@ -30,8 +30,8 @@ const DEFAULT_MAX_RECORDS: usize = 1_000_000;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// let idem = idem_core::Idempotency::new(idem_store::MemoryStore::with_max_records(10_000));
-/// let out: Result<u8, idem_core::Error> = idem.call("demo", "k").run(|| async { Ok(1) }).await;
+/// let idem = idem::Idempotency::new(idem::MemoryStore::with_max_records(10_000));
+/// let out: Result<u8, idem::Error> = idem.call("demo", "k").run(|| async { Ok(1) }).await;
 /// assert_eq!(out.unwrap(), 1);
 /// # }
 /// ```

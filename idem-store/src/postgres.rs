@@ -65,13 +65,13 @@ pub const DEFAULT_PURGE_BATCH: u32 = 5_000;
 ///
 /// ```no_run
 /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use idem_core::Idempotency;
-/// use idem_store::PostgresStore;
+/// use idem::Idempotency;
+/// use idem::PostgresStore;
 ///
 /// let store = PostgresStore::connect("postgres://app@db.internal/app").await?;
 /// store.migrate().await?;
 /// let idem = Idempotency::new(store.clone());
-/// let receipt: Result<String, idem_core::Error> = idem
+/// let receipt: Result<String, idem::Error> = idem
 ///     .call("payments", "order-1")
 ///     .run(|| async { Ok("charged".to_owned()) })
 ///     .await;
@@ -112,8 +112,8 @@ impl std::fmt::Debug for PostgresStore {
 /// connections to keep. Made by [`PostgresStore::builder`].
 ///
 /// ```no_run
-/// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-/// let store = idem_store::PostgresStore::builder()
+/// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+/// let store = idem::PostgresStore::builder()
 ///     .schema("billing")
 ///     .table("payment_idempotency")
 ///     .max_connections(20)
@@ -148,8 +148,8 @@ impl PostgresStoreBuilder {
     /// creates it if missing. ASCII letters, digits and `_`.
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), idem_core::StoreError> {
-    /// let builder = idem_store::PostgresStore::builder().schema("idem");
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::PostgresStore::builder().schema("idem");
     /// # Ok(()) }
     /// ```
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
@@ -163,8 +163,8 @@ impl PostgresStoreBuilder {
     /// most 52 bytes.
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), idem_core::StoreError> {
-    /// let builder = idem_store::PostgresStore::builder().table("checkout_idem");
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::PostgresStore::builder().table("checkout_idem");
     /// # Ok(()) }
     /// ```
     pub fn table(mut self, table: impl Into<String>) -> Self {
@@ -177,8 +177,8 @@ impl PostgresStoreBuilder {
     /// has its own limit.
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), idem_core::StoreError> {
-    /// let builder = idem_store::PostgresStore::builder().max_connections(32);
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::PostgresStore::builder().max_connections(32);
     /// # Ok(()) }
     /// ```
     pub fn max_connections(mut self, max: u32) -> Self {
@@ -190,8 +190,8 @@ impl PostgresStoreBuilder {
     /// (default 5 s).
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), idem_core::StoreError> {
-    /// let builder = idem_store::PostgresStore::builder()
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::PostgresStore::builder()
     ///     .acquire_timeout(std::time::Duration::from_secs(1));
     /// # Ok(()) }
     /// ```
@@ -205,8 +205,8 @@ impl PostgresStoreBuilder {
     /// 5,000): small batches keep locks and WAL bursts short.
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), idem_core::StoreError> {
-    /// let builder = idem_store::PostgresStore::builder().purge_batch(1_000);
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::PostgresStore::builder().purge_batch(1_000);
     /// # Ok(()) }
     /// ```
     pub fn purge_batch(mut self, rows: u32) -> Self {
@@ -219,8 +219,8 @@ impl PostgresStoreBuilder {
     /// fails here.
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), idem_core::StoreError> {
-    /// let store = idem_store::PostgresStore::builder()
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let store = idem::PostgresStore::builder()
     ///     .connect("postgres://app@localhost/app")
     ///     .await?;
     /// # Ok(()) }
@@ -233,11 +233,11 @@ impl PostgresStoreBuilder {
     /// As [`connect`](Self::connect), with sqlx's connect options.
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), idem_core::StoreError> {
+    /// # async fn f() -> Result<(), idem::StoreError> {
     /// let options: sqlx::postgres::PgConnectOptions = "postgres://app@localhost/app"
     ///     .parse()
-    ///     .map_err(|err| idem_core::StoreError::new("postgres", err))?;
-    /// let store = idem_store::PostgresStore::builder()
+    ///     .map_err(|err| idem::StoreError::new("postgres", err))?;
+    /// let store = idem::PostgresStore::builder()
     ///     .connect_with(options.application_name("checkout"))
     ///     .await?;
     /// # Ok(()) }
@@ -258,10 +258,10 @@ impl PostgresStoreBuilder {
     /// pool with `test_before_acquire(false)`.
     ///
     /// ```no_run
-    /// # async fn f() -> Result<(), idem_core::StoreError> {
+    /// # async fn f() -> Result<(), idem::StoreError> {
     /// let pool = sqlx::PgPool::connect_lazy("postgres://app@localhost/app")
-    ///     .map_err(|err| idem_core::StoreError::new("postgres", err))?;
-    /// let store = idem_store::PostgresStore::builder().schema("idem").from_pool(pool)?;
+    ///     .map_err(|err| idem::StoreError::new("postgres", err))?;
+    /// let store = idem::PostgresStore::builder().schema("idem").from_pool(pool)?;
     /// # Ok(()) }
     /// ```
     pub fn from_pool(self, pool: PgPool) -> Result<PostgresStore, StoreError> {
@@ -327,8 +327,8 @@ impl PostgresStore {
     /// up to 10 connections of the store's own).
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-    /// let store = idem_store::PostgresStore::connect("postgres://app@localhost/app").await?;
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::PostgresStore::connect("postgres://app@localhost/app").await?;
     /// store.migrate().await?;
     /// # Ok(()) }
     /// ```
@@ -347,7 +347,7 @@ impl PostgresStore {
     ///     .test_before_acquire(false)
     ///     .connect("postgres://app@localhost/app")
     ///     .await?;
-    /// let store = idem_store::PostgresStore::from_pool(pool);
+    /// let store = idem::PostgresStore::from_pool(pool);
     /// store.migrate().await?;
     /// # Ok(()) }
     /// ```
@@ -360,8 +360,8 @@ impl PostgresStore {
     /// Settings beyond the defaults: schema, table, connections.
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-    /// let store = idem_store::PostgresStore::builder()
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::PostgresStore::builder()
     ///     .table("checkout_idempotency")
     ///     .connect("postgres://app@localhost/app")
     ///     .await?;
@@ -375,7 +375,7 @@ impl PostgresStore {
     /// `"public"."idem_records"`, for your own queries and dashboards.
     ///
     /// ```no_run
-    /// # async fn f(store: idem_store::PostgresStore) {
+    /// # async fn f(store: idem::PostgresStore) {
     /// let sql = format!("SELECT count(*) FROM {}", store.table());
     /// # }
     /// ```
@@ -389,8 +389,8 @@ impl PostgresStore {
     /// lock makes concurrent runs take turns.
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-    /// let store = idem_store::PostgresStore::connect("postgres://app@localhost/app").await?;
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::PostgresStore::connect("postgres://app@localhost/app").await?;
     /// store.migrate().await?;
     /// store.migrate().await?; // nothing left to do
     /// # Ok(()) }
@@ -456,7 +456,7 @@ impl PostgresStore {
     /// space. Run it every few minutes from one place, e.g. a tokio task:
     ///
     /// ```no_run
-    /// # async fn f(store: idem_store::PostgresStore) {
+    /// # async fn f(store: idem::PostgresStore) {
     /// tokio::spawn(async move {
     ///     let mut every = tokio::time::interval(std::time::Duration::from_secs(300));
     ///     loop {
@@ -492,7 +492,7 @@ impl PostgresStore {
     /// store made with `from_pool`). Steps after this open new ones.
     ///
     /// ```no_run
-    /// # async fn f(store: idem_store::PostgresStore) {
+    /// # async fn f(store: idem::PostgresStore) {
     /// store.close().await;
     /// # }
     /// ```
@@ -510,7 +510,7 @@ impl PostgresStore {
         want: Want,
         build: impl Fn(bool) -> PgQuery<'q>,
     ) -> Result<Out, StoreError> {
-        let err = |err| StoreError::new(BACKEND, err);
+        let err = |err| self.inner.sql.store_error(err);
         let conns = match &self.inner.conns {
             Source::Pool(pool) => return send_on(build(false), pool, want).await.map_err(err),
             Source::Own(conns) => conns,

@@ -60,9 +60,9 @@ return 0
 /// timeout with `Error::Store`, and calls succeed again once it is back.
 ///
 /// ```no_run
-/// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-/// let store = idem_store::RedisStore::connect("redis://127.0.0.1:6379").await?;
-/// let idem = idem_core::Idempotency::new(store);
+/// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+/// let store = idem::RedisStore::connect("redis://127.0.0.1:6379").await?;
+/// let idem = idem::Idempotency::new(store);
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -88,9 +88,9 @@ struct Scripts {
 /// Settings of a [`RedisStore`]: key prefix and timeouts.
 ///
 /// ```no_run
-/// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+/// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
 /// use std::time::Duration;
-/// let store = idem_store::RedisStore::builder()
+/// let store = idem::RedisStore::builder()
 ///     .prefix("billing:idem:")
 ///     .response_timeout(Duration::from_millis(250))
 ///     .connect("redis://127.0.0.1:6379")
@@ -123,8 +123,8 @@ impl RedisStoreBuilder {
     /// each service or environment sharing a Redis its own.
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-    /// let store = idem_store::RedisStore::builder()
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::RedisStore::builder()
     ///     .prefix("orders:idem:")
     ///     .connect("redis://127.0.0.1:6379")
     ///     .await?;
@@ -139,9 +139,9 @@ impl RedisStoreBuilder {
     /// reconnection (default 1 s).
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
     /// use std::time::Duration;
-    /// let store = idem_store::RedisStore::builder()
+    /// let store = idem::RedisStore::builder()
     ///     .connection_timeout(Duration::from_millis(200))
     ///     .connect("redis://127.0.0.1:6379")
     ///     .await?;
@@ -156,9 +156,9 @@ impl RedisStoreBuilder {
     /// (default 1 s). A call whose claim times out does not run its body.
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
     /// use std::time::Duration;
-    /// let store = idem_store::RedisStore::builder()
+    /// let store = idem::RedisStore::builder()
     ///     .response_timeout(Duration::from_millis(250))
     ///     .connect("redis://127.0.0.1:6379")
     ///     .await?;
@@ -175,8 +175,8 @@ impl RedisStoreBuilder {
     /// timeout.
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-    /// let store = idem_store::RedisStore::builder()
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::RedisStore::builder()
     ///     .connect("redis://:secret@127.0.0.1:6379/2")
     ///     .await?;
     /// # Ok(()) }
@@ -199,8 +199,8 @@ impl RedisStoreBuilder {
     /// step touches one key, so each call goes to one master.
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-    /// let store = idem_store::RedisStore::builder()
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::RedisStore::builder()
     ///     .connect_cluster(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"])
     ///     .await?;
     /// # Ok(()) }
@@ -238,9 +238,9 @@ impl RedisStore {
     /// connection and response timeouts of 1 s.
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-    /// let store = idem_store::RedisStore::connect("redis://127.0.0.1:6379").await?;
-    /// let idem = idem_core::Idempotency::new(store);
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::RedisStore::connect("redis://127.0.0.1:6379").await?;
+    /// let idem = idem::Idempotency::new(store);
     /// # Ok(()) }
     /// ```
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
@@ -250,9 +250,9 @@ impl RedisStore {
     /// Settings for a store: prefix, timeouts, cluster.
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
     /// use std::time::Duration;
-    /// let store = idem_store::RedisStore::builder()
+    /// let store = idem::RedisStore::builder()
     ///     .prefix("billing:idem:")
     ///     .connection_timeout(Duration::from_millis(500))
     ///     .response_timeout(Duration::from_millis(250))
@@ -269,9 +269,9 @@ impl RedisStore {
     /// deleting a record by hand.
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-    /// use idem_core::RecordKey;
-    /// let store = idem_store::RedisStore::connect("redis://127.0.0.1:6379").await?;
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// use idem::RecordKey;
+    /// let store = idem::RedisStore::connect("redis://127.0.0.1:6379").await?;
     /// let key = store.redis_key(&RecordKey::new("payments", "order-1"));
     /// assert_eq!(key.len(), "idem:".len() + 32);
     /// # Ok(()) }

@@ -103,10 +103,10 @@ const PURGE_BATCH: i64 = 5_000;
 /// back keeps them longer. For several hosts, use a networked store.
 ///
 /// ```no_run
-/// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-/// let store = idem_store::SqliteStore::open("/var/lib/myapp/idem.db").await?;
-/// let idem = idem_core::Idempotency::new(store);
-/// let out: Result<u32, idem_core::Error> =
+/// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+/// let store = idem::SqliteStore::open("/var/lib/myapp/idem.db").await?;
+/// let idem = idem::Idempotency::new(store);
+/// let out: Result<u32, idem::Error> =
 ///     idem.call("jobs", "job-42").run(|| async { Ok(42) }).await;
 /// # Ok(()) }
 /// ```
@@ -120,8 +120,8 @@ impl SqliteStore {
     /// and creates the records table if it is not there yet.
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
-    /// let store = idem_store::SqliteStore::open("idem.db").await?;
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::SqliteStore::open("idem.db").await?;
     /// # Ok(()) }
     /// ```
     pub async fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
@@ -139,14 +139,14 @@ impl SqliteStore {
     /// but not on a crash of the process).
     ///
     /// ```no_run
-    /// # #[tokio::main] async fn main() -> Result<(), idem_core::StoreError> {
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
     /// use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
     /// let options = SqliteConnectOptions::new()
     ///     .filename("idem.db")
     ///     .create_if_missing(true)
     ///     .journal_mode(SqliteJournalMode::Wal)
     ///     .synchronous(SqliteSynchronous::Normal);
-    /// let store = idem_store::SqliteStore::open_with(options).await?;
+    /// let store = idem::SqliteStore::open_with(options).await?;
     /// # Ok(()) }
     /// ```
     pub async fn open_with(options: SqliteConnectOptions) -> Result<Self, StoreError> {
@@ -165,7 +165,7 @@ impl SqliteStore {
     /// then:
     ///
     /// ```no_run
-    /// # async fn f(store: idem_store::SqliteStore) {
+    /// # async fn f(store: idem::SqliteStore) {
     /// tokio::spawn(async move {
     ///     let mut every = tokio::time::interval(std::time::Duration::from_secs(600));
     ///     loop {
@@ -194,7 +194,7 @@ impl SqliteStore {
     /// Closes the file's connections; later steps fail.
     ///
     /// ```no_run
-    /// # async fn f(store: idem_store::SqliteStore) {
+    /// # async fn f(store: idem::SqliteStore) {
     /// store.close().await;
     /// # }
     /// ```

@@ -467,3 +467,19 @@ async fn each_step_is_one_round_trip() {
     // sqlx's defaults: a ping before the statement too.
     assert_eq!(report[2].1, [3; 5], "{report:?}");
 }
+
+#[tokio::test]
+async fn a_store_used_before_migrate_says_to_migrate() {
+    let store = PostgresStore::builder()
+        .schema(pg_server::unique_schema("nomig"))
+        .connect(&pg_server::url().await)
+        .await
+        .expect("connect");
+    let idem = Idempotency::new(store);
+    let out: Result<u8, Error> = idem.call("s", "k").run(|| async { Ok(1) }).await;
+    let Err(Error::Store(err)) = out else {
+        panic!("expected a store error, got {out:?}");
+    };
+    let message = err.to_string();
+    assert!(message.contains("PostgresStore::migrate()"), "{message}");
+}

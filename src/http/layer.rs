@@ -35,10 +35,10 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 /// For each request whose method is one of [`methods`](Self::methods)
 /// (POST and PATCH by default) the layer
 ///
-/// 1. reads the `Idempotency-Key` header ([`IdempotencyKey`]); a missing
+/// 1. reads the `Idempotency-Key` header ([`IdempotencyKey`](crate::http::IdempotencyKey)); a missing
 ///    key is 400 unless [`key_required(false)`](Self::key_required), then
 ///    the request passes through untouched; an invalid one is always 400;
-/// 2. scopes the key by method, matched route (axum's [`MatchedPath`], or
+/// 2. scopes the key by method, matched route (axum's [`MatchedPath`](axum::extract::MatchedPath), or
 ///    the URI path where there is none) and the caller, so two callers'
 ///    keys never meet: by default a hash of the request's credentials
 ///    ([`principal_headers`](Self::principal_headers),
@@ -65,7 +65,7 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 /// inner service releases the claim and answers 500. On shutdown,
 /// [`Idempotency::drain`] waits for such requests.
 ///
-/// Errors are `application/problem+json` ([`Problem`]). Other methods pass
+/// Errors are `application/problem+json` ([`Problem`](crate::http::Problem)). Other methods pass
 /// through. Inside the inner service, [`child_key`](crate::child_key)
 /// derives a key for a downstream API from this request's scope and key,
 /// the same on every retry.

@@ -164,6 +164,24 @@ impl Sql {
     }
 }
 
+impl Sql {
+    /// A failed statement as a store error; a missing table or claim
+    /// function (SQLSTATE 42P01, 42883, 3F000) says to run the migration.
+    pub(super) fn store_error(&self, err: sqlx::Error) -> StoreError {
+        let code = err.as_database_error().and_then(|db| db.code());
+        if matches!(code.as_deref(), Some("42P01" | "42883" | "3F000")) {
+            return StoreError::new(
+                "postgres",
+                format!(
+                    "{err}: the table {} is not set up; call `PostgresStore::migrate()` once at startup (it is idempotent and safe to run from every replica)",
+                    self.table
+                ),
+            );
+        }
+        StoreError::new("postgres", err)
+    }
+}
+
 /// Names are quoted into SQL, so only plain identifiers are accepted.
 fn check_identifier(what: &str, name: &str, max: usize) -> Result<(), StoreError> {
     let plain = name

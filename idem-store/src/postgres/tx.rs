@@ -23,10 +23,10 @@ pub use handle::TxHandle;
 /// [`PostgresStore::in_transaction`]; run by [`run`](InTransaction::run).
 ///
 /// ```no_run
-/// # async fn f(store: idem_store::PostgresStore, idem: idem_core::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::Postgres>) {
-/// let call: idem_store::postgres::InTransaction<'_, _> =
+/// # async fn f(store: idem::PostgresStore, idem: idem::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::Postgres>) {
+/// let call: idem::postgres::InTransaction<'_, _> =
 ///     store.in_transaction(&mut tx, idem.call("orders", "order-1"));
-/// let out: Result<u8, idem_core::Error> = call.run(async |_conn| Ok(1)).await;
+/// let out: Result<u8, idem::Error> = call.run(async |_conn| Ok(1)).await;
 /// # }
 /// ```
 #[must_use = "a call does nothing until `.run(…)` is awaited"]
@@ -59,18 +59,18 @@ impl PostgresStore {
     /// ```no_run
     /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// # let pool = sqlx::PgPool::connect("postgres://app@localhost/app").await?;
-    /// # let store = idem_store::PostgresStore::from_pool(pool.clone());
-    /// # let idem = idem_core::Idempotency::new(store.clone());
+    /// # let store = idem::PostgresStore::from_pool(pool.clone());
+    /// # let idem = idem::Idempotency::new(store.clone());
     /// # let (order_id, sku) = ("order-1", "sku-7");
     /// let mut tx = pool.begin().await?;
-    /// let row: Result<i64, idem_core::Error> = store
+    /// let row: Result<i64, idem::Error> = store
     ///     .in_transaction(&mut tx, idem.call("orders", order_id).fingerprint(&sku))
     ///     .run(async |conn| {
     ///         let id: i64 = sqlx::query_scalar("INSERT INTO orders (sku) VALUES ($1) RETURNING id")
     ///             .bind(sku)
     ///             .fetch_one(&mut *conn)
     ///             .await
-    ///             .map_err(|err| idem_core::Error::Store(idem_core::StoreError::new("orders", err)))?;
+    ///             .map_err(|err| idem::Error::Store(idem::StoreError::new("orders", err)))?;
     ///         Ok(id)
     ///     })
     ///     .await;
@@ -101,7 +101,7 @@ impl<P> InTransaction<'_, P> {
     /// [`Call::run`] does.
     ///
     /// ```no_run
-    /// # async fn f(store: idem_store::PostgresStore, idem: idem_core::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::Postgres>) -> Result<(), idem_core::Error> {
+    /// # async fn f(store: idem::PostgresStore, idem: idem::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::Postgres>) -> Result<(), idem::Error> {
     /// let n: u64 = store
     ///     .in_transaction(&mut tx, idem.call("audit", "event-9"))
     ///     .run(async |conn| {
@@ -109,7 +109,7 @@ impl<P> InTransaction<'_, P> {
     ///             .execute(&mut *conn)
     ///             .await
     ///             .map(|done| done.rows_affected())
-    ///             .map_err(|err| idem_core::Error::Store(idem_core::StoreError::new("audit", err)))
+    ///             .map_err(|err| idem::Error::Store(idem::StoreError::new("audit", err)))
     ///     })
     ///     .await?;
     /// # Ok(()) }
@@ -128,10 +128,10 @@ impl<P> InTransaction<'_, P> {
     /// was replayed.
     ///
     /// ```no_run
-    /// # async fn f(store: idem_store::PostgresStore, idem: idem_core::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::Postgres>) {
+    /// # async fn f(store: idem::PostgresStore, idem: idem::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::Postgres>) {
     /// let out = store
     ///     .in_transaction(&mut tx, idem.call("audit", "event-9"))
-    ///     .run_reported(async |_conn| Ok::<_, idem_core::Error>(1u8))
+    ///     .run_reported(async |_conn| Ok::<_, idem::Error>(1u8))
     ///     .await;
     /// println!("replayed: {}", out.replayed);
     /// # }

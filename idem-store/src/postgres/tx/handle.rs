@@ -29,9 +29,8 @@ type Shared = Arc<Mutex<Option<sqlx::Transaction<'static, Postgres>>>>;
 /// same handle: the call's steps need the connection too.
 ///
 /// ```no_run
-/// # extern crate idem_core as idem;
-/// # use idem_macros::idempotent;
-/// # use idem_store::postgres::TxHandle;
+/// use idem::idempotent;
+/// # use idem::postgres::TxHandle;
 /// // use idem::{idempotent, postgres::TxHandle};
 ///
 /// #[idempotent(key = order_id, scope = "orders", store = tx, skip(tx))]
@@ -46,7 +45,7 @@ type Shared = Arc<Mutex<Option<sqlx::Transaction<'static, Postgres>>>>;
 ///
 /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let pool = sqlx::PgPool::connect("postgres://app@localhost/app").await?;
-/// let store = idem_store::PostgresStore::from_pool(pool.clone()); // idem::PostgresStore
+/// let store = idem::PostgresStore::from_pool(pool.clone()); // idem::PostgresStore
 /// let tx = store.tx_handle(pool.begin().await?);
 /// match place(&tx, "order-1").await {
 ///     // The order row and the record commit together.
@@ -68,9 +67,9 @@ impl PostgresStore {
     /// table.
     ///
     /// ```no_run
-    /// # async fn f(store: idem_store::PostgresStore, pool: sqlx::PgPool) -> Result<(), sqlx::Error> {
+    /// # async fn f(store: idem::PostgresStore, pool: sqlx::PgPool) -> Result<(), sqlx::Error> {
     /// let tx = store.tx_handle(pool.begin().await?);
-    /// let out: Result<u8, idem_core::Error> =
+    /// let out: Result<u8, idem::Error> =
     ///     tx.call("demo", "k").run(|| async { Ok(1) }).await;
     /// tx.commit().await?;
     /// # Ok(()) }
@@ -93,7 +92,7 @@ impl TxHandle {
     /// (`.execute(&mut *tx.conn().await)`). Held until the guard drops.
     ///
     /// ```no_run
-    /// # async fn f(tx: idem_store::postgres::TxHandle) -> Result<(), sqlx::Error> {
+    /// # async fn f(tx: idem::postgres::TxHandle) -> Result<(), sqlx::Error> {
     /// sqlx::query("INSERT INTO audit (event) VALUES ('e')")
     ///     .execute(&mut *tx.conn().await)
     ///     .await?;
@@ -110,7 +109,7 @@ impl TxHandle {
     /// Commits the effects and the records together.
     ///
     /// ```no_run
-    /// # async fn f(tx: idem_store::postgres::TxHandle) -> Result<(), sqlx::Error> {
+    /// # async fn f(tx: idem::postgres::TxHandle) -> Result<(), sqlx::Error> {
     /// tx.commit().await?;
     /// # Ok(()) }
     /// ```
@@ -125,7 +124,7 @@ impl TxHandle {
     /// at once.
     ///
     /// ```no_run
-    /// # async fn f(tx: idem_store::postgres::TxHandle) -> Result<(), sqlx::Error> {
+    /// # async fn f(tx: idem::postgres::TxHandle) -> Result<(), sqlx::Error> {
     /// tx.rollback().await?;
     /// # Ok(()) }
     /// ```
