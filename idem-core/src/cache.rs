@@ -16,8 +16,13 @@ use crate::{Fingerprint, RecordKey};
 const SHARDS: usize = 16;
 
 pub(crate) struct LocalCache {
-    /// Each shard with its own capacity; together exactly the cache's.
-    shards: Box<[(Mutex<HashMap<RecordKey, Cached>>, usize)]>,
+    /// Their capacities add up to exactly the cache's.
+    shards: Box<[Shard]>,
+}
+
+struct Shard {
+    records: Mutex<HashMap<RecordKey, Cached>>,
+    capacity: usize,
 }
 
 #[derive(Clone)]
@@ -34,7 +39,10 @@ impl LocalCache {
         let shards = (0..count)
             .map(|i| {
                 let share = capacity / count + usize::from(i < capacity % count);
-                (Mutex::default(), share)
+                Shard {
+                    records: Mutex::default(),
+                    capacity: share,
+                }
             })
             .collect::<Box<[_]>>();
         (!shards.is_empty()).then_some(Self { shards })
@@ -42,11 +50,12 @@ impl LocalCache {
 
     /// The key's shard, locked, and that shard's capacity.
     fn shard(&self, key: &RecordKey) -> (MutexGuard<'_, HashMap<RecordKey, Cached>>, usize) {
-        let (shard, capacity) = &self.shards[usize::from(key.as_bytes()[1]) % self.shards.len()];
+        let shard = &self.shards[usize::from(key.as_bytes()[1]) % self.shards.len()];
         let guard = shard
+            .records
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        (guard, *capacity)
+        (guard, shard.capacity)
     }
 
     pub(crate) fn get(&self, key: &RecordKey) -> Option<Cached> {
@@ -95,7 +104,7 @@ impl LocalCache {
     fn len(&self) -> usize {
         self.shards
             .iter()
-            .map(|(s, _)| s.lock().unwrap().len())
+            .map(|shard| shard.records.lock().unwrap().len())
             .sum()
     }
 }

@@ -50,7 +50,8 @@ pub struct Call<P = ReleaseErrors> {
     key: RecordKey,
     scope: String,
     ttl: Duration,
-    lease: Duration,
+    /// `None`: the default, shortened to the TTL when that is shorter.
+    lease: Option<Duration>,
     wait: Duration,
     fingerprint: Fingerprint,
     policy: P,
@@ -79,7 +80,7 @@ impl Call {
             key: record_key,
             scope: key::describe(scope),
             ttl: DEFAULT_TTL,
-            lease: DEFAULT_LEASE,
+            lease: None,
             wait: Duration::ZERO,
             fingerprint: Fingerprint::NONE,
             policy: ReleaseErrors,
@@ -96,9 +97,12 @@ impl<P> Call<P> {
     }
 
     /// How long our claim is held before another caller may take over; it
-    /// is renewed in the background while the body runs.
+    /// is renewed in the background while the body runs. Default:
+    /// [`DEFAULT_LEASE`] (30 s), or the TTL if that is shorter. A zero
+    /// lease, or one longer than the TTL, is `Error::InvalidOption` when
+    /// the call runs.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
+        self.lease = Some(lease);
         self
     }
 
@@ -296,6 +300,9 @@ impl<P> Call<P> {
         if let Some(err) = self.refused {
             return fresh(Err(err.into()));
         }
+        if let Err(err) = self.checked_settings() {
+            return fresh(Err(err.into()));
+        }
         if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
             return self.replayed(&hit.fingerprint, &hit.record);
         }
@@ -303,7 +310,7 @@ impl<P> Call<P> {
         let claim = Claim {
             token,
             fingerprint: self.fingerprint,
-            lease: self.lease,
+            lease: self.effective_lease(),
         };
         let started = Instant::now();
         let mut backoff = FIRST_BACKOFF;
@@ -359,7 +366,7 @@ impl<P> Call<P> {
             armed: true,
         };
         let body = crate::context::scoped(self.key, body());
-        let result = renewing(store, &self.key, token, self.lease, &self.scope, body).await;
+        let result = renewing(store, &self.key, token, claim.lease, &self.scope, body).await;
         let limit = self.idem.inner.max_record_bytes;
         let record = match &result {
             Ok(value) => record::encode(Outcome::Ok, value, limit),
@@ -402,6 +409,41 @@ impl<P> Call<P> {
                 fresh(Err(Error::Store(err).into()))
             }
         }
+    }
+
+    /// Settings that cannot work are refused before any claim: a zero
+    /// `ttl` would store nothing, a zero `lease` would let a second caller
+    /// take over at once, and a `lease` longer than the `ttl` would let a
+    /// claim outlive the record it guards.
+    fn checked_settings(&self) -> Result<(), Error> {
+        let refuse = |reason: String| Err(Error::InvalidOption(reason));
+        if self.ttl.is_zero() {
+            return refuse(format!(
+                "`ttl` must be longer than zero (scope `{}`)",
+                self.scope
+            ));
+        }
+        let Some(lease) = self.lease else {
+            return Ok(());
+        };
+        if lease.is_zero() {
+            return refuse(format!(
+                "`lease` must be longer than zero (scope `{}`)",
+                self.scope
+            ));
+        }
+        if lease > self.ttl {
+            return refuse(format!(
+                "`lease` ({lease:?}) is longer than `ttl` ({:?}) (scope `{}`): a claim may not outlive the record it guards",
+                self.ttl, self.scope
+            ));
+        }
+        Ok(())
+    }
+
+    /// The lease given, or the default shortened to a shorter TTL.
+    fn effective_lease(&self) -> Duration {
+        self.lease.unwrap_or(DEFAULT_LEASE.min(self.ttl))
     }
 
     fn mismatch(&self) -> Error {

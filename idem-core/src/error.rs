@@ -59,6 +59,12 @@ pub enum Error {
     /// The key itself is not acceptable (for instance empty).
     #[error("invalid idempotency key: {0}")]
     InvalidKey(String),
+    /// A call's settings cannot work: a zero `ttl` or `lease`, or a
+    /// `lease` longer than the `ttl`. Checked before any claim, for
+    /// settings given as expressions or through the builder (literals in
+    /// the attribute are checked at compile time).
+    #[error("invalid setting: {0}")]
+    InvalidOption(String),
     /// No `store =` was given and no handle was installed.
     #[error(
         "no idempotency store configured: pass `store = …` or call `idem::install(…)` at startup"
@@ -74,7 +80,7 @@ impl Error {
             Error::FingerprintMismatch { .. } => 422,
             Error::InvalidKey(_) => 400,
             Error::Store(_) => 503,
-            Error::Codec(_) | Error::NotConfigured => 500,
+            Error::Codec(_) | Error::InvalidOption(_) | Error::NotConfigured => 500,
         }
     }
 }

@@ -170,6 +170,12 @@ impl From<&Error> for Problem {
                 "Invalid Idempotency-Key",
                 format!("The Idempotency-Key is not acceptable: {reason}."),
             ),
+            Error::InvalidOption(_) => Problem::new(
+                status,
+                "invalid-option",
+                "Idempotency misconfigured",
+                "The server's idempotency settings for this request cannot work.",
+            ),
             Error::NotConfigured => Problem::new(
                 status,
                 "not-configured",

@@ -36,6 +36,12 @@ fn parse_fn(item: TokenStream) -> syn::Result<ItemFn> {
             "`#[idempotent]` goes on an `async fn` that returns a `Result`, not on this item",
         ));
     };
+    if func.sig.asyncness.is_none() && rewritten_by_async_trait(&func.sig) {
+        return Err(syn::Error::new(
+            func.sig.fn_token.span,
+            "`#[async_trait]` has already turned this `async fn` into a fn returning `Pin<Box<dyn Future>>`, so `#[idempotent]` cannot wrap its body; either annotate an inherent `async fn` with `#[idempotent]` and call it from the trait method, or drop `#[async_trait]` and write a native `async fn` in the trait (Rust 1.75 and later)",
+        ));
+    }
     if func.sig.asyncness.is_none() {
         return Err(syn::Error::new(
             func.sig.fn_token.span,
@@ -43,6 +49,15 @@ fn parse_fn(item: TokenStream) -> syn::Result<ItemFn> {
         ));
     }
     Ok(func)
+}
+
+/// Whether `#[async_trait]` rewrote this signature: its lifetimes are
+/// named `'async_trait` and `'life0`, `'life1`, ….
+fn rewritten_by_async_trait(sig: &syn::Signature) -> bool {
+    sig.generics.lifetimes().any(|def| {
+        let name = def.lifetime.ident.to_string();
+        name == "async_trait" || name.starts_with("life")
+    })
 }
 
 /// The keyword that says what an item is (`struct`, `impl`, …), to point
@@ -63,8 +78,9 @@ fn item_keyword_span(item: &syn::Item) -> proc_macro2::Span {
 
 /// What the expansion needs from the signature, checked.
 struct Model {
-    /// Parameters hashed into the derived key and fingerprint.
-    hashed: Vec<Ident>,
+    /// Parameters hashed into the derived key and fingerprint, each with
+    /// its `#[cfg]` attributes.
+    hashed: Vec<(Ident, Vec<syn::Attribute>)>,
     /// What the derived digest is used for, if it is needed.
     derived: Option<Derived>,
 }
@@ -85,7 +101,13 @@ impl Model {
                 Pat::Ident(pat) => {
                     names.push(pat.ident.clone());
                     if !args.skip.contains(&pat.ident) {
-                        hashed.push(pat.ident.clone());
+                        let cfgs = typed
+                            .attrs
+                            .iter()
+                            .filter(|attr| attr.path().is_ident("cfg"))
+                            .cloned()
+                            .collect();
+                        hashed.push((pat.ident.clone(), cfgs));
                     }
                 }
                 other if derived.is_some() => diagnostics.push(syn::Error::new_spanned(
@@ -121,6 +143,12 @@ impl Model {
                     errors.into_iter().for_each(|e| diagnostics.push(e));
                 }
             }
+        }
+        if hashed.is_empty() && matches!(derived, Some(Derived::KeyAndFingerprint | Derived::Key)) {
+            diagnostics.push(syn::Error::new(
+                func.sig.ident.span(),
+                "the derived key would be the same for every call: this fn has no parameter to hash (`self` and skipped parameters are left out), so every call would replay the first call's result; give the key with `key = …` (for a method, what identifies the object, e.g. `key = self.id`), or, if one result for all calls is really meant, say so with a constant such as `key = \"singleton\"`",
+            ));
         }
         if args.detach.is_some() {
             detach::owned_params(&func.sig, diagnostics);
@@ -186,10 +214,10 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
     let bail = quote!(return #bail);
 
     let digest = model.derived.map(|derived| {
-        let params = model
-            .hashed
-            .iter()
-            .map(|param| checks::hashed_param(&private, param, derived));
+        let params = model.hashed.iter().map(|(param, cfgs)| {
+            let hash = checks::hashed_param(&private, param, derived);
+            quote!(#(#cfgs)* #hash)
+        });
         quote! {
             let __idem_digest = {
                 let mut __idem_digest = #private::ParamDigest::new();
@@ -230,7 +258,7 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
         Some(Fingerprint::Disabled) => quote!(),
         Some(Fingerprint::Expr(expr)) => {
             let call = checks::respan(quote!(#private::fingerprint_of), SpanRange::of(expr).first);
-            let expr = checks::parenthesized(expr);
+            let expr = checks::parenthesized(&by_reference(expr));
             quote! {
                 .fingerprint_digest(match #call(#expr) {
                     #private::Result::Ok(__idem_fingerprint) => __idem_fingerprint,
@@ -316,20 +344,50 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
     let error_type = checks::respan(quote!(#private::error_type), SpanRange::of(&err_ty).first);
     let error_type = quote!(#error_type::<#err_ty>);
 
-    quote! {
-        #(#attrs)*
-        #vis #sig {
+    // The body's braces keep the user's span, so the fn stays the user's
+    // item for lints (an unused fn still warns `dead_code`).
+    let mut body = Group::new(
+        Delimiter::Brace,
+        quote! {
             let __idem_errors = #error_type();
             #digest
             #predicate
             #run_path #run_args #await_
-        }
+        },
+    );
+    body.set_span(block.brace_token.span.join());
+    quote! {
+        #(#attrs)*
+        #vis #sig #body
     }
 }
 
 /// `key = …` or `scope = …`, checked for `KeyPart` at the expression.
 fn key_part(private: &TokenStream, expr: &syn::Expr) -> TokenStream {
     let call = checks::respan(quote!(#private::key_part), SpanRange::of(expr).first);
-    let expr = checks::parenthesized(expr);
+    let expr = checks::parenthesized(&by_reference(expr));
     quote!(#call(#expr))
+}
+
+/// A tuple expression with every element borrowed, so `(tenant, order_id)`
+/// sees the parameters by reference instead of moving them into the
+/// tuple. A reference hashes and serializes as its referent, so keys and
+/// fingerprints are unchanged.
+fn by_reference(expr: &syn::Expr) -> TokenStream {
+    match expr {
+        syn::Expr::Tuple(tuple) => {
+            let elems = tuple.elems.iter().map(|elem| {
+                let inner = by_reference(elem);
+                let span = SpanRange::of(elem).first;
+                quote_spanned!(span=> &#inner)
+            });
+            let mut group = Group::new(Delimiter::Parenthesis, quote!(#(#elems,)*));
+            group.set_span(tuple.paren_token.span.join());
+            group.into_token_stream()
+        }
+        syn::Expr::Paren(paren) if matches!(*paren.expr, syn::Expr::Tuple(_)) => {
+            by_reference(&paren.expr)
+        }
+        other => other.to_token_stream(),
+    }
 }

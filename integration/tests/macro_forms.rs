@@ -479,3 +479,112 @@ async fn unit_and_none_are_stored_and_replayed() {
     assert_eq!(returns_none("n").await, Ok(None));
     assert_eq!(returns_none("n").await, Ok(None));
 }
+
+// ---- keys from owned parameters, cfg'd parameters, checked durations ----
+
+store!(TUPLES);
+counter!(TUPLE_RUNS);
+
+#[idempotent(
+    key = (tenant, order_id),
+    scope = ("payments", tenant),
+    fingerprint = (order_id, amount_cents),
+    store = TUPLES,
+)]
+async fn charge_owned(
+    tenant: String,
+    order_id: String,
+    amount_cents: u64,
+) -> Result<String, idem::Error> {
+    count(&TUPLE_RUNS);
+    Ok(format!("{tenant}/{order_id}: {amount_cents}"))
+}
+
+#[tokio::test]
+async fn key_tuples_borrow_owned_parameters_and_key_by_both() {
+    let first = charge_owned("acme".into(), "o-1".into(), 5).await.unwrap();
+    assert_eq!(first, "acme/o-1: 5");
+    assert_eq!(
+        charge_owned("acme".into(), "o-1".into(), 5).await.unwrap(),
+        first
+    );
+    // Another tenant, same order id: its own record.
+    assert_eq!(
+        charge_owned("umbrella".into(), "o-1".into(), 5)
+            .await
+            .unwrap(),
+        "umbrella/o-1: 5"
+    );
+    assert_eq!(TUPLE_RUNS.load(Ordering::SeqCst), 2);
+    // The tuple fingerprint: the same key with another amount is refused.
+    let other = charge_owned("acme".into(), "o-1".into(), 6).await;
+    assert!(matches!(
+        other,
+        Err(idem::Error::FingerprintMismatch { .. })
+    ));
+}
+
+store!(CFG);
+counter!(CFG_RUNS);
+
+#[idempotent(store = CFG)]
+async fn cfg_param(
+    order_id: String,
+    #[cfg(not(test))] never_compiled: String,
+    #[cfg(test)] parcels: u32,
+) -> Result<String, idem::Error> {
+    count(&CFG_RUNS);
+    Ok(format!("{order_id}: {parcels}"))
+}
+
+#[tokio::test]
+async fn a_cfg_parameter_is_hashed_only_when_compiled() {
+    assert_eq!(cfg_param("o-1".into(), 2).await.unwrap(), "o-1: 2");
+    assert_eq!(cfg_param("o-1".into(), 2).await.unwrap(), "o-1: 2");
+    assert_eq!(cfg_param("o-1".into(), 3).await.unwrap(), "o-1: 3");
+    assert_eq!(CFG_RUNS.load(Ordering::SeqCst), 2);
+}
+
+store!(DURATIONS);
+counter!(DURATION_RUNS);
+const NO_TIME: Duration = Duration::ZERO;
+const AN_HOUR: Duration = Duration::from_secs(3600);
+
+#[idempotent(key = k, store = DURATIONS, ttl = NO_TIME)]
+async fn zero_ttl(k: u32) -> Result<u32, idem::Error> {
+    Ok(count(&DURATION_RUNS))
+}
+
+#[idempotent(key = k, store = DURATIONS, lease = NO_TIME)]
+async fn zero_lease(k: u32) -> Result<u32, idem::Error> {
+    Ok(count(&DURATION_RUNS))
+}
+
+#[idempotent(key = k, store = DURATIONS, ttl = Duration::from_secs(60), lease = AN_HOUR)]
+async fn lease_over_ttl(k: u32) -> Result<u32, idem::Error> {
+    Ok(count(&DURATION_RUNS))
+}
+
+#[tokio::test]
+async fn durations_given_as_expressions_are_checked_before_any_claim() {
+    for (out, option) in [
+        (zero_ttl(1).await, "`ttl`"),
+        (zero_lease(2).await, "`lease`"),
+        (lease_over_ttl(3).await, "longer than `ttl`"),
+    ] {
+        let Err(idem::Error::InvalidOption(reason)) = out else {
+            panic!("expected InvalidOption naming {option}, got {out:?}");
+        };
+        assert!(reason.contains(option), "{reason}");
+    }
+    assert_eq!(DURATION_RUNS.load(Ordering::SeqCst), 0, "no body ran");
+
+    // The builder is checked the same way.
+    let out: Result<u32, idem::Error> = handle()
+        .call("s", "k")
+        .ttl(Duration::from_secs(1))
+        .lease(Duration::from_secs(2))
+        .run(|| async { Ok(1) })
+        .await;
+    assert!(matches!(out, Err(idem::Error::InvalidOption(_))), "{out:?}");
+}

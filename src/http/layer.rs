@@ -16,7 +16,7 @@ use tower::{Layer, Service};
 use crate::http::principal::PrincipalRule;
 use crate::http::request;
 use crate::http::run_times::RunTimes;
-use crate::{DEFAULT_LEASE, DEFAULT_TTL, Idempotency};
+use crate::{DEFAULT_TTL, Idempotency};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type StoreStatus = dyn Fn(StatusCode) -> bool + Send + Sync;
@@ -100,7 +100,8 @@ pub(crate) struct Config {
     pub(crate) methods: Vec<Method>,
     pub(crate) key_required: bool,
     pub(crate) ttl: Duration,
-    pub(crate) lease: Duration,
+    /// `None`: the runtime's default (30 s, or the TTL if shorter).
+    pub(crate) lease: Option<Duration>,
     pub(crate) wait: Duration,
     pub(crate) max_body_bytes: usize,
     pub(crate) max_response_bytes: usize,
@@ -145,7 +146,7 @@ impl IdempotencyLayer {
                 methods: vec![Method::POST, Method::PATCH],
                 key_required: true,
                 ttl: DEFAULT_TTL,
-                lease: DEFAULT_LEASE,
+                lease: None,
                 wait: Duration::ZERO,
                 max_body_bytes: DEFAULT_MAX_BODY_BYTES,
                 max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
@@ -214,7 +215,7 @@ impl IdempotencyLayer {
     /// let layer = layer.lease(Duration::from_secs(10));
     /// ```
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.config().lease = lease;
+        self.config().lease = Some(lease);
         self
     }
 

@@ -126,11 +126,11 @@ where
     // down to the stored ones.
     let mut original = None;
     let slot = &mut original;
-    let reported = config
-        .idem
-        .call(&scope, key.as_str())
-        .ttl(config.ttl)
-        .lease(config.lease)
+    let mut call = config.idem.call(&scope, key.as_str()).ttl(config.ttl);
+    if let Some(lease) = config.lease {
+        call = call.lease(lease);
+    }
+    let reported = call
         .wait(config.wait)
         .fingerprint_digest(fingerprint)
         .run_reported(|| async {
