@@ -1,6 +1,5 @@
 //! One idempotent call: claim, run, complete or release, replay.
 
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +10,7 @@ use crate::cache::LocalCache;
 use crate::handle::Inner;
 use crate::key::{self, KeyPart};
 use crate::record::{self, Outcome};
+use crate::renewal::{self, Renewal};
 use crate::{
     Claim, ClaimOutcome, Error, ErrorPolicy, Fence, Fingerprint, Idempotency, RecordKey,
     ReleaseErrors, Store, Token,
@@ -319,6 +319,9 @@ impl<P> Call<P> {
             match store.claim(&self.key, &claim).await {
                 Err(err) => {
                     tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");
+                    if let Some(owned) = &on_drop {
+                        renewal::release_if_applied(owned, self.key, token, claim.lease);
+                    }
                     return fresh(Err(Error::Store(err).into()));
                 }
                 Ok(ClaimOutcome::Won { took_over }) => {
@@ -366,7 +369,16 @@ impl<P> Call<P> {
             armed: true,
         };
         let body = crate::context::scoped(self.key, body());
-        let result = renewing(store, &self.key, token, claim.lease, &self.scope, body).await;
+        let result = match &guard.on_drop {
+            // A store the handle owns is renewed from a task of its own, so
+            // a body that blocks its thread still keeps its lease.
+            Some(owned) => {
+                let _renewal =
+                    Renewal::start(owned, self.key, token, claim.lease, &self.scope).await;
+                body.await
+            }
+            None => renewal::in_task(store, &self.key, token, claim.lease, &self.scope, body).await,
+        };
         let limit = self.idem.inner.max_record_bytes;
         let record = match &result {
             Ok(value) => record::encode(Outcome::Ok, value, limit),
@@ -376,14 +388,12 @@ impl<P> Call<P> {
                 return fresh(result);
             }
         };
-        let record = match record {
-            Ok(record) => record,
-            Err(err) => {
-                tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: result not encodable; claim released");
-                guard.release().await;
-                return fresh(Err(Error::Codec(err).into()));
-            }
-        };
+        // The body ran: an unstorable result still settles the key, or a
+        // retry would run the body (and its effects) again.
+        let record = record.unwrap_or_else(|err| {
+            tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: result cannot be stored; duplicates get Error::Codec(NotStored) until the record expires");
+            record::not_stored(&err.to_string())
+        });
         // From here on the claim is settled by completion or by its lease:
         // a store failure now must not release it, or a retry would run the
         // body a second time at once.
@@ -484,6 +494,7 @@ impl<P> Call<P> {
         let decoded = record::parse(record).and_then(|parsed| match parsed.outcome {
             Outcome::Ok => parsed.decode().map(Ok),
             Outcome::Err => self.policy.decode(record).map(Err),
+            Outcome::NotStored => Err(parsed.not_stored()),
         });
         match decoded {
             Ok(result) => result,
@@ -492,40 +503,6 @@ impl<P> Call<P> {
                 Err(Error::Codec(err).into())
             }
         }
-    }
-}
-
-/// Runs `body` while renewing the lease every third of its length, in the
-/// same task: no spawn, so the body may borrow.
-async fn renewing<S: Store + ?Sized, F: Future>(
-    store: &S,
-    key: &RecordKey,
-    token: Token,
-    lease: Duration,
-    scope: &str,
-    body: F,
-) -> F::Output {
-    let every = (lease / 3).max(Duration::from_millis(1));
-    let mut body = pin!(body);
-    let renewal = pin!(async {
-        loop {
-            tokio::time::sleep(every).await;
-            match store.renew(key, token, lease).await {
-                Ok(Fence::Held) => {}
-                Ok(Fence::Lost) => {
-                    tracing::warn!(scope, key = %key.short(), "idem: lease lost while the body runs");
-                    return;
-                }
-                Err(err) => {
-                    tracing::warn!(scope, key = %key.short(), error = %err, "idem: lease renewal failed; retrying");
-                }
-            }
-        }
-    });
-    tokio::select! {
-        biased;
-        out = &mut body => out,
-        () = renewal => body.await,
     }
 }
 

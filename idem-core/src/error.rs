@@ -160,6 +160,14 @@ pub enum CodecError {
         /// The configured limit.
         limit: usize,
     },
+    /// The first call ran its body, but its result could not be stored (too
+    /// large for the record limit, or not encodable); the key answers this
+    /// to every duplicate until the record expires, instead of running the
+    /// body again.
+    #[error(
+        "the first call ran, but its result could not be stored ({0}); it cannot be replayed, and the body will not run again for this key until the record expires"
+    )]
+    NotStored(String),
     /// serde_json failed to encode or decode the value.
     #[error("cannot {action} `{type_name}`: {source}")]
     Json {

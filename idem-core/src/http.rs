@@ -9,7 +9,7 @@ use axum_core::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
 
-use crate::Error;
+use crate::{CodecError, Error};
 
 /// Where the problem types are documented; each type is this plus a
 /// fragment such as `in-progress`.
@@ -157,6 +157,12 @@ impl From<&Error> for Problem {
                 "store-unavailable",
                 "Idempotency store unavailable",
                 "The idempotency store could not be reached; retry later with the same Idempotency-Key.",
+            ),
+            Error::Codec(CodecError::NotStored(_)) => Problem::new(
+                status,
+                "not-stored",
+                "Response not replayable",
+                "The request with this Idempotency-Key was processed, but its response could not be stored, so it cannot be replayed; it will not be processed again. Use a new key for a new request.",
             ),
             Error::Codec(_) => Problem::new(
                 status,

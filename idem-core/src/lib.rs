@@ -32,6 +32,7 @@ mod key;
 mod policy;
 pub mod queue;
 mod record;
+mod renewal;
 mod store;
 
 pub use async_trait::async_trait;

@@ -142,6 +142,8 @@ impl Disposition {
             Error::InProgress { retry_after, .. } => Disposition::Retry {
                 after: *retry_after,
             },
+            // The first delivery's body ran; only its result is missing.
+            Error::Codec(CodecError::NotStored(_)) => Disposition::Ack,
             Error::FingerprintMismatch { .. } | Error::Codec(_) | Error::InvalidKey(_) => {
                 Disposition::Reject
             }

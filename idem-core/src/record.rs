@@ -12,13 +12,16 @@ use crate::CodecError;
 const FORMAT: u8 = 1;
 const OK: u8 = 0;
 const ERR: u8 = 1;
+const NOT_STORED: u8 = 2;
 const HEADER: usize = 3;
 
-/// Whether a record holds the function's `Ok` value or a stored `Err`.
+/// Whether a record holds the function's `Ok` value, a stored `Err`, or
+/// says that the body ran but its result could not be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Ok,
     Err,
+    NotStored,
 }
 
 pub(crate) fn encode<T: Serialize>(
@@ -32,6 +35,7 @@ pub(crate) fn encode<T: Serialize>(
     out.push(match outcome {
         Outcome::Ok => OK,
         Outcome::Err => ERR,
+        Outcome::NotStored => NOT_STORED,
     });
     out.push(name.len() as u8);
     out.extend_from_slice(name.as_bytes());
@@ -47,6 +51,15 @@ pub(crate) fn encode<T: Serialize>(
         });
     }
     Ok(out)
+}
+
+/// The record that settles a key whose body ran but whose result could not
+/// be stored (too large, or not encodable): duplicates get
+/// `CodecError::NotStored` with `reason` instead of running the body again.
+pub(crate) fn not_stored(reason: &str) -> Vec<u8> {
+    let mut out = vec![FORMAT, NOT_STORED, 0];
+    out.extend_from_slice(reason.as_bytes());
+    out
 }
 
 /// A record split into its parts, before the value is decoded.
@@ -69,6 +82,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
     let outcome = match rest[0] {
         OK => Outcome::Ok,
         ERR => Outcome::Err,
+        NOT_STORED => Outcome::NotStored,
         _ => return Err(CodecError::Corrupt("unknown outcome byte")),
     };
     let name_len = usize::from(rest[1]);
@@ -85,6 +99,11 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
 }
 
 impl Parsed<'_> {
+    /// Why a `NotStored` record's result was not stored.
+    pub(crate) fn not_stored(&self) -> CodecError {
+        CodecError::NotStored(String::from_utf8_lossy(self.payload).into_owned())
+    }
+
     pub(crate) fn decode<T: DeserializeOwned>(&self) -> Result<T, CodecError> {
         let expected = type_name::<T>();
         if self.type_name != expected {

@@ -27,6 +27,12 @@ pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 /// How long a step waits for a free connection (or for a new one to
 /// open) before failing with `Error::Store`, unless set.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a step waits for the server's answer by default: 5 seconds.
+/// A stalled server (paused, partitioned, overloaded) fails callers within
+/// this bound instead of hanging them; a claim waiting on a row locked by
+/// another caller's open transaction waits within it too.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The schema of the records table, unless set.
 pub const DEFAULT_SCHEMA: &str = "public";
 /// The name of the records table, unless set.
@@ -86,6 +92,7 @@ struct Inner {
     sql: Sql,
     conns: Source,
     purge_batch: u32,
+    response_timeout: Duration,
 }
 
 enum Source {
@@ -128,6 +135,7 @@ pub struct PostgresStoreBuilder {
     table: String,
     max_connections: u32,
     acquire_timeout: Duration,
+    response_timeout: Duration,
     purge_batch: u32,
 }
 
@@ -138,6 +146,7 @@ impl Default for PostgresStoreBuilder {
             table: DEFAULT_TABLE.to_owned(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             purge_batch: DEFAULT_PURGE_BATCH,
         }
     }
@@ -197,6 +206,25 @@ impl PostgresStoreBuilder {
     /// ```
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
+        self
+    }
+
+    /// How long a step (claim, complete, release, renew) waits for the
+    /// server's answer before `Error::Store`. Default:
+    /// [`DEFAULT_RESPONSE_TIMEOUT`] (5 s). The connection is closed after a
+    /// timeout; whether the step took effect is unknown (a claim then ends
+    /// with its lease; a completion that did land is replayed).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let store = idem::PostgresStore::builder()
+    ///     .response_timeout(std::time::Duration::from_secs(2))
+    ///     .connect("postgres://app@db.internal/app")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
         self
     }
 
@@ -275,6 +303,7 @@ impl PostgresStoreBuilder {
                 sql,
                 conns,
                 purge_batch: self.purge_batch,
+                response_timeout: self.response_timeout,
             }),
         }
     }
@@ -512,26 +541,35 @@ impl PostgresStore {
     ) -> Result<Out, StoreError> {
         let err = |err| self.inner.sql.store_error(err);
         let conns = match &self.inner.conns {
-            Source::Pool(pool) => return send_on(build(false), pool, want).await.map_err(err),
+            Source::Pool(pool) => {
+                return self
+                    .timed(send_on(build(false), pool, want))
+                    .await?
+                    .map_err(err);
+            }
             Source::Own(conns) => conns,
         };
         let mut leased = conns.acquire().await?;
-        match send_on(build(false), leased.conn(), want).await {
+        // A timeout drops `leased`, closing a connection in an unknown state.
+        match self
+            .timed(send_on(build(false), leased.conn(), want))
+            .await?
+        {
             Ok(out) => {
                 leased.keep();
                 Ok(out)
             }
+            // The connection died (an idle one found dead, a backend killed,
+            // a server restarted): the steps are safe to repeat, so send it
+            // once more on a new connection.
             Err(first) if lost_connection(&first) => {
-                let reused = leased.reused;
                 drop(leased);
                 conns.drop_idle();
-                if !reused {
-                    return Err(err(first));
-                }
-                tracing::debug!(error = %first, "idem: an idle PostgreSQL connection was lost; sending again on a new one");
+                tracing::debug!(error = %first, "idem: a PostgreSQL connection was lost; sending again on a new one");
                 let mut leased = conns.acquire().await?;
-                let out = send_on(build(true), leased.conn(), want)
-                    .await
+                let out = self
+                    .timed(send_on(build(true), leased.conn(), want))
+                    .await?
                     .map_err(err)?;
                 leased.keep();
                 Ok(out)
@@ -541,6 +579,20 @@ impl PostgresStore {
             // reasoning about.
             Err(other) => Err(err(other)),
         }
+    }
+
+    /// `statement`, failed with `Error::Store` if the server does not
+    /// answer within the response timeout.
+    async fn timed<T>(&self, statement: impl Future<Output = T>) -> Result<T, StoreError> {
+        let limit = self.inner.response_timeout;
+        tokio::time::timeout(limit, statement).await.map_err(|_| {
+            StoreError::new(
+                BACKEND,
+                format!(
+                    "PostgreSQL did not answer within {limit:?} (response_timeout): the server is stalled or unreachable; whether the step took effect is unknown, and its claim, if any, ends with its lease"
+                ),
+            )
+        })
     }
 }
 

@@ -304,11 +304,34 @@ impl RedisStore {
         &self,
         pipe: &redis::Pipeline,
     ) -> Result<T, StoreError> {
-        let result = match &self.conn {
+        self.query_raw(pipe).await.map_err(store_error)
+    }
+
+    async fn query_raw<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> redis::RedisResult<T> {
+        match &self.conn {
             Conn::Single(conn) => pipe.query_async(&mut conn.clone()).await,
             Conn::Cluster(conn) => pipe.query_async(&mut conn.clone()).await,
-        };
-        result.map_err(store_error)
+        }
+    }
+
+    /// The claim on a server that refuses writes (at `maxmemory` with
+    /// `noeviction`, or a read-only replica): a completed record is still
+    /// replayed, a held key still answers in progress, and a free key
+    /// cannot be claimed (the refusal, as `Error::Store`).
+    async fn read_instead(
+        &self,
+        redis_key: &[u8],
+        refused: redis::RedisError,
+    ) -> Result<(i64, Option<Vec<u8>>), StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("PTTL").arg(redis_key).cmd("GET").arg(redis_key);
+        match self.query::<(i64, Option<Vec<u8>>)>(&pipe).await? {
+            (pttl, Some(held)) => Ok((pttl, Some(held))),
+            (_, None) => Err(store_error(refused)),
+        }
     }
 
     async fn fenced(
@@ -327,6 +350,15 @@ async fn invoke_on<T: redis::FromRedisValue>(
     conn: &mut (impl ConnectionLike + Send),
 ) -> Result<T, StoreError> {
     invocation.invoke_async(conn).await.map_err(store_error)
+}
+
+/// Whether Redis refused a write it would otherwise take: out of memory
+/// under `noeviction`, or a read-only replica.
+fn refuses_writes(err: &redis::RedisError) -> bool {
+    // In a pipeline the server's code is not always parsed into a kind;
+    // its text always carries it.
+    let text = err.to_string();
+    text.contains("OOM") || text.contains("READONLY")
 }
 
 /// A duration in whole milliseconds, at least 1 (`PX` needs it).
@@ -398,7 +430,11 @@ impl Store for RedisStore {
             .arg("PX")
             .arg(millis(claim.lease))
             .arg("GET");
-        let (pttl, held): (i64, Option<Vec<u8>>) = self.query(&pipe).await?;
+        let (pttl, held) = match self.query_raw(&pipe).await {
+            Ok(answer) => answer,
+            Err(err) if refuses_writes(&err) => self.read_instead(&redis_key, err).await?,
+            Err(err) => return Err(store_error(err)),
+        };
         let Some(held) = held else {
             return Ok(ClaimOutcome::Won { took_over: false });
         };

@@ -13,6 +13,10 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+mod file;
+
+use file::FileIdentity;
+
 const BACKEND: &str = "sqlite";
 
 /// SQLite's clock in milliseconds since the Unix epoch. `'now'` is one
@@ -98,6 +102,12 @@ const PURGE_BATCH: i64 = 5_000;
 /// it reads, then writes conditionally, and reads again if another caller
 /// won the write in between. A replayed duplicate is one read.
 ///
+/// Every claim first checks that the path still names the file the store
+/// opened (same device and inode, on Unix): a file deleted or replaced
+/// while open (a restore, a cleanup job) would leave this process writing
+/// to records no other process sees, so the claim fails closed with
+/// `Error::Store` saying so, and the body does not run. Reopen the store.
+///
 /// Expiry is judged by SQLite's clock, which is this host's wall clock: a
 /// clock stepped forward expires claims and records early, one stepped
 /// back keeps them longer. For several hosts, use a networked store.
@@ -113,6 +123,7 @@ const PURGE_BATCH: i64 = 5_000;
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    file: Option<FileIdentity>,
 }
 
 impl SqliteStore {
@@ -150,13 +161,15 @@ impl SqliteStore {
     /// # Ok(()) }
     /// ```
     pub async fn open_with(options: SqliteConnectOptions) -> Result<Self, StoreError> {
+        let path = options.get_filename().to_owned();
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .connect_with(options)
             .await
             .map_err(err)?;
         sqlx::raw_sql(MIGRATE).execute(&pool).await.map_err(err)?;
-        Ok(SqliteStore { pool })
+        let file = FileIdentity::of(&path)?;
+        Ok(SqliteStore { pool, file })
     }
 
     /// Deletes expired records and claims, in statements of at most 5,000
@@ -239,6 +252,9 @@ fn fingerprint(bytes: Vec<u8>) -> Result<Fingerprint, StoreError> {
 #[async_trait]
 impl Store for SqliteStore {
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        if let Some(file) = &self.file {
+            file.check()?;
+        }
         let key = &key.as_bytes()[..];
         let token = claim.token.to_bytes();
         // Few turns: the row changes between the read and the write only

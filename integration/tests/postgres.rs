@@ -483,3 +483,81 @@ async fn a_store_used_before_migrate_says_to_migrate() {
     let message = err.to_string();
     assert!(message.contains("PostgresStore::migrate()"), "{message}");
 }
+
+/// A server that refuses writes (here a session forced read-only, as on a
+/// hot standby or a database switched to read-only): duplicates of
+/// completed calls are still replayed, and a new key fails closed.
+#[tokio::test]
+async fn a_read_only_server_still_replays_completed_records() {
+    let url = pg_server::url().await;
+    let schema = pg_server::unique_schema("readonly");
+    let writer = PostgresStore::builder()
+        .schema(&schema)
+        .connect(&url)
+        .await
+        .expect("connect");
+    writer.migrate().await.expect("migrate");
+    let first: Result<String, Error> = Idempotency::new(writer)
+        .call("ro", "done")
+        .run(|| async { Ok("receipt".to_owned()) })
+        .await;
+    assert_eq!(first.unwrap(), "receipt");
+
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let read_only = PostgresStore::builder()
+        .schema(&schema)
+        .connect_with(options.options([("default_transaction_read_only", "on")]))
+        .await
+        .expect("connect read-only");
+    let idem = Idempotency::new(read_only);
+    let replay: Result<String, Error> = idem
+        .call("ro", "done")
+        .run(|| async { panic!("a duplicate ran") })
+        .await;
+    assert_eq!(replay.unwrap(), "receipt");
+    let fresh: Result<String, Error> = idem
+        .call("ro", "new")
+        .run(|| async { panic!("ran without a claim") })
+        .await;
+    let Err(Error::Store(err)) = fresh else {
+        panic!("{fresh:?}")
+    };
+    assert!(err.to_string().contains("read-only"), "{err}");
+}
+
+/// A server that stops answering (its answers held back by a proxy, as a
+/// SIGSTOPped server would): callers fail within the response timeout with
+/// an error naming it, instead of hanging as long as the stall; once the
+/// server answers again, calls succeed on the same store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_server_fails_callers_within_the_response_timeout() {
+    let url = pg_server::url().await;
+    let direct: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let upstream = format!("{}:{}", direct.get_host(), direct.get_port());
+    let proxy = TurnProxy::start(upstream).await;
+    let store = PostgresStore::builder()
+        .schema(pg_server::unique_schema("stall"))
+        .response_timeout(Duration::from_millis(500))
+        .connect_with(direct.host("127.0.0.1").port(proxy.addr.port()))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let idem = Idempotency::new(store);
+
+    proxy.stall(true);
+    let started = Instant::now();
+    let stalled: Result<u8, Error> = idem
+        .call("stall", "k1")
+        .run(|| async { panic!("ran without a claim") })
+        .await;
+    let waited = started.elapsed();
+    let Err(Error::Store(err)) = stalled else {
+        panic!("{stalled:?}")
+    };
+    assert!(err.to_string().contains("response_timeout"), "{err}");
+    assert!(waited < Duration::from_secs(2), "waited {waited:?}");
+
+    proxy.stall(false);
+    let after: Result<u8, Error> = idem.call("stall", "k2").run(|| async { Ok(2) }).await;
+    assert_eq!(after.unwrap(), 2);
+}

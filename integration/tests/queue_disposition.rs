@@ -238,10 +238,13 @@ async fn an_annotated_handlers_result_has_its_disposition() {
         after: idem::queue::DEFAULT_RETRY_AFTER,
     };
     let undecodable: Boxed = Error::Codec(idem::CodecError::Corrupt("not a record")).into();
-    let cases: [(Result<u8, Boxed>, Disposition); 3] = [
+    // The first delivery ran; its result was too large to store.
+    let not_stored: Boxed = Error::Codec(idem::CodecError::NotStored("too large".into())).into();
+    let cases: [(Result<u8, Boxed>, Disposition); 4] = [
         (Err(Error::NotConfigured.into()), retry),
         (Err("gateway down".into()), retry),
         (Err(undecodable), Disposition::Reject),
+        (Err(not_stored), Disposition::Ack),
     ];
     for (out, want) in cases {
         assert_eq!(Disposition::of(&out, |_| false), want, "{out:?}");

@@ -255,3 +255,102 @@ async fn an_unreachable_redis_fails_fast() {
     let took = started.elapsed();
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
+
+/// A claim whose answer times out while the server is paused (`CLIENT
+/// PAUSE`, on a private server) is applied when the pause ends; the caller
+/// was told the body did not run. The runtime then releases that claim by
+/// its token, so the key is free again within seconds instead of answering
+/// `InProgress` with no holder for the whole 30 s lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_applied_after_its_timeout_is_released() {
+    let server = PrivateRedis::start(&[]);
+    let idem = Idempotency::new(fast_store(&server).await);
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1500)
+        .arg("ALL")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let timed_out: Result<u8, Error> = idem.call("paused", "k").run(|| async { Ok(1) }).await;
+    assert!(matches!(timed_out, Err(Error::Store(_))), "{timed_out:?}");
+
+    // The pause ends at 1.5 s; the queued claim lands; the release follows.
+    let started = Instant::now();
+    let retried = loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let out: Result<u8, Error> = idem.call("paused", "k").run(|| async { Ok(2) }).await;
+        match out {
+            Err(Error::InProgress { .. } | Error::Store(_))
+                if started.elapsed() < Duration::from_secs(10) => {}
+            other => break other,
+        }
+    };
+    assert_eq!(
+        retried.unwrap(),
+        2,
+        "the key ran again after {:?}",
+        started.elapsed()
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    println!(
+        "key free again {:?} after the timed-out claim",
+        started.elapsed()
+    );
+}
+
+/// A Redis at `maxmemory` (noeviction) refuses writes: a duplicate of a
+/// completed call is still replayed (read instead of the refused claim),
+/// while a new key fails closed with `Error::Store`.
+#[tokio::test]
+async fn a_full_redis_still_replays_completed_records() {
+    let server = PrivateRedis::start(&["--maxmemory-policy", "noeviction"]);
+    let idem = Idempotency::new(fast_store(&server).await);
+    let first: Result<String, Error> = idem
+        .call("full", "done")
+        .run(|| async { Ok("receipt".to_owned()) })
+        .await;
+    assert_eq!(first.unwrap(), "receipt");
+
+    // 2 MiB of data, then a `maxmemory` below it: every write is refused.
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let filler = vec![b'x'; 8 * 1024];
+    for i in 0..256 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("filler:{i}"))
+            .arg(&filler)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1mb")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let refused: redis::RedisResult<()> = redis::cmd("SET")
+        .arg("probe")
+        .arg("x")
+        .query_async(&mut admin)
+        .await;
+    assert!(refused.is_err(), "the server still takes writes");
+
+    let replay: Result<String, Error> = idem
+        .call("full", "done")
+        .run(|| async { panic!("a duplicate ran") })
+        .await;
+    assert_eq!(replay.unwrap(), "receipt");
+    let fresh: Result<String, Error> = idem
+        .call("full", "new")
+        .run(|| async { panic!("ran without a claim") })
+        .await;
+    let Err(Error::Store(err)) = fresh else {
+        panic!("{fresh:?}")
+    };
+    assert!(err.to_string().contains("OOM"), "{err}");
+}

@@ -158,3 +158,40 @@ async fn sqlite_worker() {
     let how = if out.replayed { "replayed" } else { "ran" };
     println!("\nRESULT {how} {value}");
 }
+
+/// The file deleted, then replaced, under an open store: claims fail
+/// closed with a message that says so, and no body runs; a store opened on
+/// the new file works.
+#[tokio::test]
+async fn a_deleted_or_replaced_file_fails_closed() {
+    let path = temp_db("vanished");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let idem = Idempotency::new(store);
+    let first: Result<u8, Error> = idem.call("s", "k1").run(|| async { Ok(1) }).await;
+    assert_eq!(first.unwrap(), 1);
+
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let out: Result<u8, Error> = idem
+        .call("s", "k2")
+        .run(|| async { panic!("ran without a store that others can see") })
+        .await;
+    let Err(Error::Store(err)) = out else {
+        panic!("{out:?}")
+    };
+    assert!(err.to_string().contains("deleted"), "{err}");
+
+    // Another process (here: another store) creates a new file at the path.
+    let newcomer = Idempotency::new(SqliteStore::open(&path).await.unwrap());
+    let fresh: Result<u8, Error> = newcomer.call("s", "k1").run(|| async { Ok(2) }).await;
+    assert_eq!(fresh.unwrap(), 2);
+    let out: Result<u8, Error> = idem
+        .call("s", "k3")
+        .run(|| async { panic!("ran on a replaced file") })
+        .await;
+    let Err(Error::Store(err)) = out else {
+        panic!("{out:?}")
+    };
+    assert!(err.to_string().contains("replaced"), "{err}");
+}

@@ -53,16 +53,17 @@ async fn events_carry_scope_and_short_key_never_the_raw_key() {
         .await;
     assert!(mismatch.is_err());
 
-    // In progress, then lease lost: a holder that blocks its thread past its
-    // lease is taken over.
+    // In progress, then lease lost: a holder on a borrowed store (renewed in
+    // its own task) that blocks its thread past its lease is taken over.
     let lease = Duration::from_millis(200);
     let (tx, rx) = tokio::sync::oneshot::channel();
     let holder = {
         let idem = idem.clone();
         tokio::spawn(async move {
+            let store = idem.store().clone();
             idem.call("billing", "other-key")
                 .lease(lease)
-                .run(|| async {
+                .run_on(store.as_ref(), || async {
                     tx.send(()).unwrap();
                     std::thread::sleep(lease * 3);
                     Ok::<_, Error>(1u8)

@@ -7,9 +7,8 @@
 //! after a statement that succeeded, so a step is one turn. A connection
 //! whose statement failed or was cancelled is closed instead; a failure
 //! that looks like a lost connection also drops every idle one (after a
-//! server restart they are all dead) and, if the connection had been idle,
-//! the step is sent once more on a new connection: the steps are written to
-//! be safe to repeat.
+//! server restart they are all dead), and the step is sent once more on a
+//! new connection: the steps are written to be safe to repeat.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -31,8 +30,6 @@ pub(super) struct Conns {
 pub(super) struct Leased<'p> {
     conns: &'p Conns,
     conn: Option<PgConnection>,
-    /// Whether the connection had been idle (and may have died meanwhile).
-    pub reused: bool,
     _permit: SemaphorePermit<'p>,
 }
 
@@ -53,21 +50,20 @@ impl Conns {
                 StoreError::new(
                     "postgres",
                     format!(
-                        "no connection free within {:?}; raise max_connections",
+                        "no connection became free within {:?} (acquire_timeout): every connection is busy, most often because the server is slow or not answering; raise max_connections only if the server is healthy",
                         self.acquire_timeout
                     ),
                 )
             })?
             .expect("the semaphore is never closed");
         let idle = self.lock().pop();
-        let (conn, reused) = match idle {
-            Some(conn) => (conn, true),
-            None => (self.connect().await?, false),
+        let conn = match idle {
+            Some(conn) => conn,
+            None => self.connect().await?,
         };
         Ok(Leased {
             conns: self,
             conn: Some(conn),
-            reused,
             _permit: permit,
         })
     }

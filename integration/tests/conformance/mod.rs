@@ -29,8 +29,9 @@ macro_rules! conformance_suite {
             renewal_keeps_a_long_body_claimed, dropped_call_releases_its_claim,
             scopes_are_independent, fencing_at_the_store, corrupt_record_is_a_codec_error,
             changed_type_is_a_codec_error_with_both_names, child_key_is_stable_across_retries,
-            empty_key_is_refused, oversized_value_is_refused_and_released,
+            empty_key_is_refused, oversized_value_settles_the_key,
             release_lets_the_next_caller_in, in_progress_reports_retry_after,
+            a_body_that_blocks_its_thread_keeps_its_lease,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -386,9 +387,11 @@ pub async fn ttl_expiry_runs_again(idem: Idempotency) {
     );
 }
 
-/// A holder that stalls (its thread blocked, so it cannot renew) loses its
-/// lease; a second caller takes over and completes; the first caller's late
-/// completion is refused and does not overwrite.
+/// A holder that stalls whole (as a paused process would: its thread
+/// blocked, and its renewal with it, on a borrowed store renewed in the
+/// body's task) loses its lease; a second caller takes over and
+/// completes; the first caller's late completion is refused and does not
+/// overwrite.
 pub async fn lease_expiry_allows_takeover_and_fences_the_late_holder(idem: Idempotency) {
     let scope = scope("takeover");
     let lease = Duration::from_millis(300);
@@ -396,9 +399,10 @@ pub async fn lease_expiry_allows_takeover_and_fences_the_late_holder(idem: Idemp
     let stalled = {
         let (idem, scope) = (idem.clone(), scope.clone());
         tokio::spawn(async move {
+            let store = idem.store().clone();
             idem.call(&scope, "k")
                 .lease(lease)
-                .run(|| async {
+                .run_on(store.as_ref(), || async {
                     started_tx.send(()).unwrap();
                     // Blocks this worker: no renewal can run.
                     std::thread::sleep(lease * 4);
@@ -697,27 +701,29 @@ pub async fn empty_key_is_refused(idem: Idempotency) {
     assert!(matches!(out, Err(Error::InvalidKey(_))), "{out:?}");
 }
 
-pub async fn oversized_value_is_refused_and_released(idem: Idempotency) {
+/// A result too large to store, after the body ran: the caller gets its
+/// value, and the key is settled so that no retry runs the body again;
+/// duplicates are told the result was not stored.
+pub async fn oversized_value_settles_the_key(idem: Idempotency) {
     let small = Idempotency::builder(SharedStore::new(idem.store().clone()))
         .max_record_bytes(1024)
         .build();
     let scope = scope("oversized");
-    let big: Result<String, Error> = small
-        .call(&scope, "k")
-        .run(|| async { Ok("x".repeat(4096)) })
-        .await;
-    assert!(
-        matches!(
-            big,
-            Err(Error::Codec(idem::CodecError::TooLarge { limit: 1024, .. }))
-        ),
-        "{big:?}"
-    );
-    let retry: Result<String, Error> = small
-        .call(&scope, "k")
-        .run(|| async { Ok("small".into()) })
-        .await;
-    assert_eq!(retry.unwrap(), "small");
+    let runs = AtomicUsize::new(0);
+    let big = || async {
+        runs.fetch_add(1, Ordering::SeqCst);
+        Ok::<String, Error>("x".repeat(4096))
+    };
+    let first = small.call(&scope, "k").run(big).await;
+    assert_eq!(first.unwrap().len(), 4096);
+    for _ in 0..2 {
+        let retry = small.call(&scope, "k").run(big).await;
+        assert!(
+            matches!(retry, Err(Error::Codec(idem::CodecError::NotStored(ref reason))) if reason.contains("1024")),
+            "{retry:?}"
+        );
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the body ran once");
 }
 
 pub async fn release_lets_the_next_caller_in(idem: Idempotency) {
@@ -802,4 +808,41 @@ impl idem::Store for SharedStore {
     ) -> Result<Fence, idem::StoreError> {
         self.inner.renew(key, token, lease).await
     }
+}
+
+/// A body that blocks its thread for three leases: the lease is renewed
+/// from a task of its own, so a duplicate in the middle finds the key in
+/// progress instead of taking it over and running the body a second time.
+pub async fn a_body_that_blocks_its_thread_keeps_its_lease(idem: Idempotency) {
+    let scope = scope("blocking");
+    let lease = Duration::from_millis(400);
+    let runs = Counter::default();
+    let holder = {
+        let (idem, scope, runs) = (idem.clone(), scope.clone(), runs.clone());
+        tokio::spawn(async move {
+            idem.call(&scope, "k")
+                .lease(lease)
+                .run(|| async move {
+                    runs.bump();
+                    std::thread::sleep(lease * 3);
+                    Ok::<u8, Error>(1)
+                })
+                .await
+        })
+    };
+    tokio::time::sleep(lease * 2).await;
+    let duplicate: Result<u8, Error> = idem
+        .call(&scope, "k")
+        .lease(lease)
+        .run(|| async {
+            runs.bump();
+            Ok(2)
+        })
+        .await;
+    assert!(
+        matches!(duplicate, Err(Error::InProgress { .. })),
+        "{duplicate:?}"
+    );
+    assert_eq!(holder.await.unwrap().unwrap(), 1);
+    assert_eq!(runs.get(), 1);
 }

@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 pub struct TurnProxy {
     pub addr: SocketAddr,
     turns: Arc<AtomicUsize>,
+    stalled: Arc<AtomicBool>,
 }
 
 impl TurnProxy {
@@ -22,11 +23,14 @@ impl TurnProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().unwrap();
         let turns = Arc::new(AtomicUsize::new(0));
+        let stalled = Arc::new(AtomicBool::new(false));
         let counter = turns.clone();
+        let stall = stalled.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let upstream = upstream.clone();
                 let turns = counter.clone();
+                let stall = stall.clone();
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(&upstream).await else {
                         return;
@@ -64,6 +68,10 @@ impl TurnProxy {
                                 Ok(n) => n,
                             };
                             client_last.store(false, Ordering::SeqCst);
+                            // A stalled server: its answers are held back.
+                            while stall.load(Ordering::SeqCst) {
+                                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                            }
                             if cw.write_all(&buf[..n]).await.is_err() {
                                 break;
                             }
@@ -74,7 +82,17 @@ impl TurnProxy {
                 });
             }
         });
-        TurnProxy { addr, turns }
+        TurnProxy {
+            addr,
+            turns,
+            stalled,
+        }
+    }
+
+    /// Holds back (`true`) or lets through (`false`) the server's answers,
+    /// as a server paused with SIGSTOP would, without touching the server.
+    pub fn stall(&self, stalled: bool) {
+        self.stalled.store(stalled, Ordering::SeqCst);
     }
 
     pub fn turns(&self) -> usize {
