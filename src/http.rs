@@ -107,3 +107,5 @@ pub use layer::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, IdempotencyLayer, IdempotencyService,
     stores_by_default,
 };
+#[doc(hidden)]
+pub use stored::fuzz_stored_response;

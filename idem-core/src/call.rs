@@ -54,6 +54,8 @@ pub struct Call<P = ReleaseErrors> {
     lease: Option<Duration>,
     wait: Duration,
     fingerprint: Fingerprint,
+    /// The version written into records and required of replayed ones.
+    version: u32,
     policy: P,
     refused: Option<Error>,
 }
@@ -83,6 +85,7 @@ impl Call {
             lease: None,
             wait: Duration::ZERO,
             fingerprint: Fingerprint::NONE,
+            version: 0,
             policy: ReleaseErrors,
             refused,
         }
@@ -130,6 +133,26 @@ impl<P> Call<P> {
         self
     }
 
+    /// The version of this call's values, written into its records (0 by
+    /// default). Bump it when a change to the return type keeps its shape
+    /// but not its meaning: a record of another version is then
+    /// `Error::Codec(CodecError::VersionChanged)` instead of a misreading.
+    /// (A change of shape needs no bump: the decoder refuses it.)
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let _: Result<u32, idem::Error> = idem.call("s", "k").run(|| async { Ok(100) }).await;
+    /// // Same shape, new meaning (cents, not euros): version 2.
+    /// let out: Result<u32, idem::Error> = idem.call("s", "k").version(2).run(|| async { Ok(1) }).await;
+    /// assert!(matches!(out, Err(idem::Error::Codec(idem::CodecError::VersionChanged { stored: 0, expected: 2, .. }))));
+    /// # }
+    /// ```
+    pub fn version(mut self, version: u32) -> Self {
+        self.version = version;
+        self
+    }
+
     /// What happens to an `Err`: [`ReleaseErrors`] (default),
     /// [`replay_errors`](crate::replay_errors) or
     /// [`store_errors_if`](crate::store_errors_if).
@@ -152,6 +175,7 @@ impl<P> Call<P> {
             lease: self.lease,
             wait: self.wait,
             fingerprint: self.fingerprint,
+            version: self.version,
             policy: wrap(self.policy),
             refused: self.refused,
         }
@@ -390,10 +414,16 @@ impl<P> Call<P> {
         };
         // The body ran: an unstorable result still settles the key, or a
         // retry would run the body (and its effects) again.
-        let record = record.unwrap_or_else(|err| {
-            tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: result cannot be stored; duplicates get Error::Codec(NotStored) until the record expires");
-            record::not_stored(&err.to_string())
-        });
+        let record = match record {
+            Ok(mut record) => {
+                record::set_version(&mut record, self.version);
+                record
+            }
+            Err(err) => {
+                tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: result cannot be stored; duplicates get Error::Codec(NotStored) until the record expires");
+                record::not_stored(&err.to_string())
+            }
+        };
         // From here on the claim is settled by completion or by its lease:
         // a store failure now must not release it, or a retry would run the
         // body a second time at once.
@@ -492,8 +522,14 @@ impl<P> Call<P> {
         P: ErrorPolicy<E>,
     {
         let decoded = record::parse(record).and_then(|parsed| match parsed.outcome {
-            Outcome::Ok => parsed.decode().map(Ok),
-            Outcome::Err => self.policy.decode(record).map(Err),
+            Outcome::Ok => {
+                parsed.check_version(self.version)?;
+                parsed.decode().map(Ok)
+            }
+            Outcome::Err => {
+                parsed.check_version(self.version)?;
+                self.policy.decode(record).map(Err)
+            }
             Outcome::NotStored => Err(parsed.not_stored()),
         });
         match decoded {

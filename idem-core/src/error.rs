@@ -42,7 +42,7 @@ pub enum Error {
     /// Our claim expired and another caller took over; our result was not
     /// stored.
     #[error(
-        "the claim on key {key} in scope `{scope}` expired and was taken over; the result was not stored"
+        "the claim on key {key} in scope `{scope}` was no longer ours at completion: its lease ran out before the body ended (the process stalled, or could not reach the store to renew it), and another call may have taken the key over; the result was not stored"
     )]
     LeaseLost {
         /// The scope of the key.
@@ -127,20 +127,41 @@ impl StoreError {
 /// ```
 /// use idem::CodecError;
 ///
-/// let err = CodecError::TypeChanged { stored: "app::ReceiptV1".into(), expected: "app::Receipt" };
-/// assert!(err.to_string().contains("app::ReceiptV1"));
+/// let err = CodecError::VersionChanged { stored: 1, expected: 2, type_name: "app::Receipt".into() };
+/// assert!(err.to_string().contains("version 1"));
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CodecError {
-    /// The record was stored for another type (the return type changed
-    /// between deploys).
-    #[error("the stored record holds a `{stored}`, but this function returns `{expected}`")]
-    TypeChanged {
-        /// The type name in the record.
+    /// The stored value does not decode as this function's return type:
+    /// its shape changed between deploys (a field's type, a required field
+    /// added). A type that moved or was renamed but keeps its shape still
+    /// decodes.
+    #[error(
+        "the stored record holds a `{stored}`, which does not decode as `{expected}` (its shape changed?): {source}"
+    )]
+    ShapeChanged {
+        /// The type name recorded with the value, for this message.
         stored: String,
-        /// The type name this call expects.
+        /// The type this call expects.
         expected: &'static str,
+        /// The decoder's verdict.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The record was written under another `version` of the function's
+    /// values (bumped by its author when a change keeps the shape but not
+    /// the meaning).
+    #[error(
+        "the stored `{type_name}` was written as version {stored}, but this function reads version {expected}"
+    )]
+    VersionChanged {
+        /// The version in the record.
+        stored: u32,
+        /// The version this call expects.
+        expected: u32,
+        /// The type name recorded with the value.
+        type_name: String,
     },
     /// The record's format version is unknown to this build.
     #[error("the stored record has format version {0}, which this build of idem cannot read")]

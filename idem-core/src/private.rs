@@ -340,6 +340,24 @@ pub fn store_if<E: StoredError + ReplayedError>(predicate: fn(&E) -> bool) -> Ch
     }
 }
 
+/// Decodes a stored record's value, as a replay would (for the facade's
+/// HTTP layer and the fuzzer).
+pub fn decode_record<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    let parsed = crate::record::parse(bytes)?;
+    match parsed.outcome {
+        crate::record::Outcome::NotStored => Err(parsed.not_stored()),
+        _ => parsed.decode(),
+    }
+}
+
+/// Parses and decodes arbitrary bytes as a record, for the fuzzer
+/// (`fuzz/`): every input is a value or a `CodecError`, never a panic.
+pub fn fuzz_record(bytes: &[u8]) -> Result<serde_json::Value, CodecError> {
+    let parsed = crate::record::parse(bytes)?;
+    parsed.check_version(0)?;
+    decode_record(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, LazyLock};

@@ -1,19 +1,34 @@
-//! The stored record: format version, outcome, return type name, value.
+//! The stored record: format version, outcome, the value's version, its
+//! type's name, the value.
 //!
-//! Layout (format 1): `[format, outcome, name_len, name…, json…]`. The type
-//! name travels with the value so that a record written by an older deploy
-//! whose type has changed is refused with both names instead of being
-//! decoded into garbage.
+//! Layout (format 2): `[2, outcome, version: u32 BE, name_len, name…,
+//! json…]`; format 1, still read, had no version: `[1, outcome, name_len,
+//! name…, json…]`.
+//!
+//! What decides whether a stored value is still readable is the decoder's
+//! own verdict (serde, on the self-describing JSON), not the type's name:
+//! `std::any::type_name` changes with the compiler version, a moved module
+//! or a renamed crate, none of which changes the data, so keying on it
+//! turned every live record into an error after such a deploy. A shape
+//! that no longer decodes (a field's type changed, a required field added)
+//! is `CodecError::ShapeChanged` naming the type expected and the one
+//! stored (the name is kept for that message and for inspection only). A
+//! change the decoder cannot see (same shape, new meaning) is what the
+//! explicit `version` is for: the function's author bumps it, and a record
+//! of another version is `CodecError::VersionChanged`, never a silent
+//! misreading.
 
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::CodecError;
 
-const FORMAT: u8 = 1;
+const FORMAT: u8 = 2;
+const FORMAT_1: u8 = 1;
 const OK: u8 = 0;
 const ERR: u8 = 1;
 const NOT_STORED: u8 = 2;
-const HEADER: usize = 3;
+/// Format, outcome, version, name length.
+const HEADER: usize = 7;
 
 /// Whether a record holds the function's `Ok` value, a stored `Err`, or
 /// says that the body ran but its result could not be stored.
@@ -32,11 +47,8 @@ pub(crate) fn encode<T: Serialize>(
     let name = type_name::<T>();
     let mut out = Vec::with_capacity(64);
     out.push(FORMAT);
-    out.push(match outcome {
-        Outcome::Ok => OK,
-        Outcome::Err => ERR,
-        Outcome::NotStored => NOT_STORED,
-    });
+    out.push(outcome.byte());
+    out.extend_from_slice(&0u32.to_be_bytes());
     out.push(name.len() as u8);
     out.extend_from_slice(name.as_bytes());
     serde_json::to_writer(&mut out, value).map_err(|source| CodecError::Json {
@@ -53,11 +65,29 @@ pub(crate) fn encode<T: Serialize>(
     Ok(out)
 }
 
+/// Writes the value's version into an encoded record (the error policies
+/// encode without knowing the call's version).
+pub(crate) fn set_version(record: &mut [u8], version: u32) {
+    if record.first() == Some(&FORMAT) && record.len() >= HEADER {
+        record[2..6].copy_from_slice(&version.to_be_bytes());
+    }
+}
+
+impl Outcome {
+    fn byte(self) -> u8 {
+        match self {
+            Outcome::Ok => OK,
+            Outcome::Err => ERR,
+            Outcome::NotStored => NOT_STORED,
+        }
+    }
+}
+
 /// The record that settles a key whose body ran but whose result could not
 /// be stored (too large, or not encodable): duplicates get
 /// `CodecError::NotStored` with `reason` instead of running the body again.
 pub(crate) fn not_stored(reason: &str) -> Vec<u8> {
-    let mut out = vec![FORMAT, NOT_STORED, 0];
+    let mut out = vec![FORMAT, NOT_STORED, 0, 0, 0, 0, 0];
     out.extend_from_slice(reason.as_bytes());
     out
 }
@@ -65,36 +95,47 @@ pub(crate) fn not_stored(reason: &str) -> Vec<u8> {
 /// A record split into its parts, before the value is decoded.
 pub(crate) struct Parsed<'a> {
     pub outcome: Outcome,
+    /// The value's version (0 unless the function sets one).
+    pub version: u32,
     pub type_name: &'a str,
     payload: &'a [u8],
 }
 
 pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
-    let (&format, rest) = bytes
-        .split_first()
-        .ok_or(CodecError::Corrupt("empty record"))?;
-    if format != FORMAT {
-        return Err(CodecError::Format(format));
-    }
-    if bytes.len() < HEADER {
-        return Err(CodecError::Corrupt("record shorter than its header"));
-    }
-    let outcome = match rest[0] {
-        OK => Outcome::Ok,
-        ERR => Outcome::Err,
-        NOT_STORED => Outcome::NotStored,
-        _ => return Err(CodecError::Corrupt("unknown outcome byte")),
+    let &format = bytes.first().ok_or(CodecError::Corrupt("empty record"))?;
+    // Where the version and the name length are, by format.
+    let (version, name_at) = match format {
+        FORMAT => {
+            let version = bytes
+                .get(2..6)
+                .ok_or(CodecError::Corrupt("record shorter than its header"))?;
+            (u32::from_be_bytes(version.try_into().expect("4 bytes")), 6)
+        }
+        FORMAT_1 => (0, 2),
+        other => return Err(CodecError::Format(other)),
     };
-    let name_len = usize::from(rest[1]);
+    let outcome = match bytes.get(1) {
+        Some(&OK) => Outcome::Ok,
+        Some(&ERR) => Outcome::Err,
+        Some(&NOT_STORED) => Outcome::NotStored,
+        Some(_) => return Err(CodecError::Corrupt("unknown outcome byte")),
+        None => return Err(CodecError::Corrupt("record shorter than its header")),
+    };
+    let name_len = usize::from(
+        *bytes
+            .get(name_at)
+            .ok_or(CodecError::Corrupt("record shorter than its header"))?,
+    );
     let name = bytes
-        .get(HEADER..HEADER + name_len)
+        .get(name_at + 1..name_at + 1 + name_len)
         .ok_or(CodecError::Corrupt("type name cut short"))?;
     let type_name =
         std::str::from_utf8(name).map_err(|_| CodecError::Corrupt("type name is not UTF-8"))?;
     Ok(Parsed {
         outcome,
+        version,
         type_name,
-        payload: &bytes[HEADER + name_len..],
+        payload: &bytes[name_at + 1 + name_len..],
     })
 }
 
@@ -105,17 +146,22 @@ impl Parsed<'_> {
     }
 
     pub(crate) fn decode<T: DeserializeOwned>(&self) -> Result<T, CodecError> {
-        let expected = type_name::<T>();
-        if self.type_name != expected {
-            return Err(CodecError::TypeChanged {
-                stored: self.type_name.to_owned(),
-                expected: std::any::type_name::<T>(),
-            });
-        }
-        serde_json::from_slice(self.payload).map_err(|source| CodecError::Json {
-            action: "decode",
-            type_name: std::any::type_name::<T>(),
+        serde_json::from_slice(self.payload).map_err(|source| CodecError::ShapeChanged {
+            stored: self.type_name.to_owned(),
+            expected: std::any::type_name::<T>(),
             source,
+        })
+    }
+
+    /// Refuses a record of another version than the call's.
+    pub(crate) fn check_version(&self, expected: u32) -> Result<(), CodecError> {
+        if self.version == expected {
+            return Ok(());
+        }
+        Err(CodecError::VersionChanged {
+            stored: self.version,
+            expected,
+            type_name: self.type_name.to_owned(),
         })
     }
 }
@@ -144,11 +190,44 @@ mod tests {
     }
 
     #[test]
-    fn another_type_is_refused_with_both_names() {
+    fn the_same_shape_under_another_name_decodes() {
         let bytes = encode(Outcome::Ok, &7u32, 1024).unwrap();
+        assert_eq!(parse(&bytes).unwrap().decode::<u64>().unwrap(), 7);
+    }
+
+    #[test]
+    fn another_shape_is_refused_with_both_names() {
+        let bytes = encode(Outcome::Ok, &"seven", 1024).unwrap();
         let err = parse(&bytes).unwrap().decode::<u64>().unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("u32") && text.contains("u64"), "{text}");
+        assert!(text.contains("str") && text.contains("u64"), "{text}");
+    }
+
+    #[test]
+    fn versions_are_kept_and_checked() {
+        let mut bytes = encode(Outcome::Ok, &7u32, 1024).unwrap();
+        set_version(&mut bytes, 3);
+        let parsed = parse(&bytes).unwrap();
+        assert_eq!(parsed.version, 3);
+        assert!(parsed.check_version(3).is_ok());
+        assert!(matches!(
+            parsed.check_version(4),
+            Err(CodecError::VersionChanged {
+                stored: 3,
+                expected: 4,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn format_1_records_are_still_read() {
+        let mut v1 = vec![1, OK, 3];
+        v1.extend_from_slice(b"u32");
+        v1.extend_from_slice(b"7");
+        let parsed = parse(&v1).unwrap();
+        assert_eq!((parsed.version, parsed.type_name), (0, "u32"));
+        assert_eq!(parsed.decode::<u32>().unwrap(), 7);
     }
 
     #[test]
@@ -159,12 +238,13 @@ mod tests {
             parse(&[1, 0, 200, b'x']),
             Err(CodecError::Corrupt(_))
         ));
+        assert!(matches!(parse(&[2, 0, 0, 0]), Err(CodecError::Corrupt(_))));
         assert!(matches!(parse(&[1, 7, 0]), Err(CodecError::Corrupt(_))));
         let mut bytes = encode(Outcome::Ok, &String::from("hello"), 1024).unwrap();
         bytes.truncate(bytes.len() - 2);
         assert!(matches!(
             parse(&bytes).unwrap().decode::<String>(),
-            Err(CodecError::Json { .. })
+            Err(CodecError::ShapeChanged { .. })
         ));
     }
 

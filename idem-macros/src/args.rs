@@ -24,6 +24,8 @@ pub(crate) struct Args {
     pub errors: Option<Errors>,
     /// The span of the `detach` flag, when given.
     pub detach: Option<Span>,
+    /// `version = …`: the version of the fn's stored values.
+    pub version: Option<Expr>,
     pub krate: Option<Path>,
 }
 
@@ -56,6 +58,7 @@ const OPTIONS: &[&str] = &[
     "skip",
     "errors",
     "detach",
+    "version",
     "crate",
 ];
 
@@ -133,6 +136,7 @@ impl Args {
             "key" => self.key = Some(value),
             "scope" => self.scope = Some(value),
             "store" => self.store = Some(value),
+            "version" => self.version = Some(value),
             "ttl" => self.ttl = Some(duration_option(name, value, false)?),
             "lease" => self.lease = Some(duration_option(name, value, false)?),
             "wait" => self.wait = Some(duration_option(name, value, true)?),

@@ -283,6 +283,10 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
             Duration::Expr(expr) => quote_spanned!(expr.span()=> .#method(#expr)),
         })
     });
+    let version = args.version.as_ref().map(|version| {
+        let span = SpanRange::of(version).first;
+        quote_spanned!(span=> .version(#version))
+    });
     let (predicate, errors) = match &args.errors {
         None | Some(Errors::Release) => (quote!(), quote!()),
         Some(Errors::Replay(span)) => {
@@ -330,6 +334,7 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
             #private::Idempotency::call(#handle, &#scope, &#key)
                 #fingerprint
                 #(#durations)*
+                #version
                 #errors,
             __idem_errors,
             move || async move {

@@ -79,6 +79,7 @@ use proc_macro::TokenStream;
 /// | `skip(a, b)` | parameters left out of the derived key and fingerprint (pools, clients, handles); `self` is always left out | none |
 /// | `errors` | `"release"` (an `Err` releases the key, a retry runs again), `"replay"` (the `Err` is stored and replayed; `E` must be serializable), or the path of a `fn(&E) -> bool` that says which errors to store | `"release"` |
 /// | `detach` | a flag: the body runs on to completion on the runtime when the caller's future is dropped (client gone, timeout), and its result is stored; parameters must then be owned and `Send + 'static` (a borrowed one is a compile error at that parameter) | off |
+/// | `version` | a `u32` (literal or constant) written into the fn's records; bump it when the `Ok` type keeps its shape but changes its meaning, so older records are refused (`CodecError::VersionChanged`) instead of misread. A change of shape needs no bump: the decoder refuses it | `0` |
 /// | `crate` | the path of the `idem` crate, for crates that re-export it | `::idem` |
 ///
 /// # Errors

@@ -7,6 +7,11 @@
 //! decides expiry and an expired claim simply vanishes. Every step touches
 //! one key, so Redis Cluster routes it.
 
+mod eviction;
+mod replicas;
+
+use replicas::Replicas;
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -69,6 +74,8 @@ return 0
 pub struct RedisStore {
     conn: Conn,
     prefix: Vec<u8>,
+    allow_eviction: bool,
+    replicas: Option<Replicas>,
     scripts: Scripts,
 }
 
@@ -102,6 +109,8 @@ pub struct RedisStoreBuilder {
     prefix: Vec<u8>,
     connection_timeout: Duration,
     response_timeout: Duration,
+    allow_eviction: bool,
+    replicas: Option<Replicas>,
 }
 
 impl Default for RedisStoreBuilder {
@@ -110,6 +119,8 @@ impl Default for RedisStoreBuilder {
             prefix: b"idem:".to_vec(),
             connection_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_secs(1),
+            allow_eviction: false,
+            replicas: None,
         }
     }
 }
@@ -169,6 +180,50 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Accepts a server whose `maxmemory-policy` may evict idem's keys
+    /// (anything but `noeviction`), or whose policy cannot be read, with a
+    /// `tracing` warning instead of refusing to connect. Every idem key has
+    /// a TTL, so under memory pressure such a server may delete claims and
+    /// records, and a retry then runs the body again: use it only where the
+    /// server's memory is known to suffice.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::RedisStore::builder()
+    ///     .allow_eviction()
+    ///     .connect("redis://127.0.0.1:6379")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn allow_eviction(mut self) -> Self {
+        self.allow_eviction = true;
+        self
+    }
+
+    /// Makes every claim and completion wait until `count` replicas have
+    /// acknowledged it (`WAIT count timeout`, pipelined after the write: no
+    /// extra round trip, but each step now lasts as long as replication
+    /// takes, typically well under a millisecond on a LAN, up to `timeout`
+    /// when a replica lags). Too few acknowledgements are `Error::Store`,
+    /// and the body does not run on a claim that was not acknowledged. With
+    /// this, a claim or record acknowledged to a caller survives a failover
+    /// to any of those replicas. Completions are then sent as `EVAL` with
+    /// the script's text (a pipeline cannot fall back from `EVALSHA`).
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// use std::time::Duration;
+    /// let store = idem::RedisStore::builder()
+    ///     .wait_for_replicas(1, Duration::from_millis(100))
+    ///     .connect("redis://127.0.0.1:6379")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_for_replicas(mut self, count: u32, timeout: Duration) -> Self {
+        self.replicas = Some(Replicas { count, timeout });
+        self
+    }
+
     /// Connects to one Redis server (`redis://…`, with user, password and
     /// database number as the `redis` crate reads them). Fails with a
     /// [`StoreError`] if the server does not answer within the connection
@@ -191,7 +246,9 @@ impl RedisStoreBuilder {
         let manager = ConnectionManager::new_with_config(client, config)
             .await
             .map_err(store_error)?;
-        Ok(self.build(Conn::Single(manager)))
+        let store = self.build(Conn::Single(manager));
+        store.check_eviction().await?;
+        Ok(store)
     }
 
     /// Connects to a Redis Cluster through any of its nodes; the client
@@ -217,13 +274,17 @@ impl RedisStoreBuilder {
             .build()
             .map_err(store_error)?;
         let conn = client.get_async_connection().await.map_err(store_error)?;
-        Ok(self.build(Conn::Cluster(conn)))
+        let store = self.build(Conn::Cluster(conn));
+        store.check_eviction().await?;
+        Ok(store)
     }
 
     fn build(self, conn: Conn) -> RedisStore {
         RedisStore {
             conn,
             prefix: self.prefix,
+            allow_eviction: self.allow_eviction,
+            replicas: self.replicas,
             scripts: Scripts {
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
@@ -281,6 +342,38 @@ impl RedisStore {
         out.extend_from_slice(&self.prefix);
         out.extend_from_slice(key.as_bytes());
         out
+    }
+
+    /// Refuses a server that may evict idem's keys (every primary of a
+    /// cluster is asked), unless eviction was allowed.
+    async fn check_eviction(&self) -> Result<(), StoreError> {
+        let mut config = redis::cmd("CONFIG");
+        config.arg("GET").arg("maxmemory-policy");
+        let mut info = redis::cmd("INFO");
+        info.arg("memory");
+        let mut found = Vec::new();
+        for cmd in [config, info] {
+            if let Ok(answer) = self.ask_every_primary(cmd).await {
+                found = eviction::policies(&answer);
+            }
+            if !found.is_empty() {
+                break;
+            }
+        }
+        eviction::check(&found, self.allow_eviction)
+    }
+
+    async fn ask_every_primary(&self, cmd: redis::Cmd) -> redis::RedisResult<redis::Value> {
+        match &self.conn {
+            Conn::Single(conn) => cmd.query_async(&mut conn.clone()).await,
+            Conn::Cluster(conn) => {
+                let every = redis::cluster_routing::RoutingInfo::MultiNode((
+                    redis::cluster_routing::MultipleNodeRoutingInfo::AllMasters,
+                    None,
+                ));
+                conn.clone().route_command(cmd, every).await
+            }
+        }
     }
 
     async fn invoke<T: redis::FromRedisValue>(
@@ -397,6 +490,28 @@ fn remaining(pttl_ms: i64) -> Duration {
     Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0))
 }
 
+/// What a claim's `SET … NX GET` answered: nothing (the claim is ours), a
+/// completed record, or another caller's claim.
+fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<ClaimOutcome, StoreError> {
+    let Some(held) = held else {
+        return Ok(ClaimOutcome::Won { took_over: false });
+    };
+    let held = Bytes::from(held);
+    let left = remaining(pttl);
+    match held.first() {
+        Some(b'C') if held.len() >= RECORD_AT => Ok(ClaimOutcome::Completed {
+            fingerprint: fingerprint_at(&held, 1)?,
+            expires_in: left.min(ttl_at(&held, 33)?),
+            record: held.slice(RECORD_AT..),
+        }),
+        Some(b'P') if held.len() == 49 => Ok(ClaimOutcome::InProgress {
+            fingerprint: fingerprint_at(&held, 17)?,
+            retry_after: left,
+        }),
+        _ => Err(corrupt("unknown state")),
+    }
+}
+
 /// Where a completed value's record starts: `C`, fingerprint, TTL.
 const RECORD_AT: usize = 1 + 32 + 8;
 
@@ -430,28 +545,20 @@ impl Store for RedisStore {
             .arg("PX")
             .arg(millis(claim.lease))
             .arg("GET");
+        if let Some(replicas) = &self.replicas {
+            replicas.append(&mut pipe);
+            let (pttl, held, acks): (i64, Option<Vec<u8>>, u32) = self.query(&pipe).await?;
+            if held.is_none() {
+                replicas.check(acks, "claim")?;
+            }
+            return claimed(pttl, held);
+        }
         let (pttl, held) = match self.query_raw(&pipe).await {
             Ok(answer) => answer,
             Err(err) if refuses_writes(&err) => self.read_instead(&redis_key, err).await?,
             Err(err) => return Err(store_error(err)),
         };
-        let Some(held) = held else {
-            return Ok(ClaimOutcome::Won { took_over: false });
-        };
-        let held = Bytes::from(held);
-        let left = remaining(pttl);
-        match held.first() {
-            Some(b'C') if held.len() >= RECORD_AT => Ok(ClaimOutcome::Completed {
-                fingerprint: fingerprint_at(&held, 1)?,
-                expires_in: left.min(ttl_at(&held, 33)?),
-                record: held.slice(RECORD_AT..),
-            }),
-            Some(b'P') if held.len() == 49 => Ok(ClaimOutcome::InProgress {
-                fingerprint: fingerprint_at(&held, 17)?,
-                retry_after: left,
-            }),
-            _ => Err(corrupt("unknown state")),
-        }
+        claimed(pttl, held)
     }
 
     async fn complete(
@@ -464,7 +571,24 @@ impl Store for RedisStore {
         let ttl = millis(ttl);
         let px = ttl.to_string();
         let args: [&[u8]; 4] = [&token.to_bytes(), record, px.as_bytes(), &ttl.to_be_bytes()];
-        self.fenced(&self.scripts.complete, key, &args).await
+        let Some(replicas) = &self.replicas else {
+            return self.fenced(&self.scripts.complete, key, &args).await;
+        };
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVAL")
+            .arg(COMPLETE)
+            .arg(1)
+            .arg(self.redis_key(key));
+        for arg in args {
+            pipe.arg(arg);
+        }
+        replicas.append(&mut pipe);
+        let (held, acks): (i64, u32) = self.query(&pipe).await?;
+        if held != 1 {
+            return Ok(Fence::Lost);
+        }
+        replicas.check(acks, "completion")?;
+        Ok(Fence::Held)
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {

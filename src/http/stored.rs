@@ -11,8 +11,9 @@ use crate::http::key::IDEMPOTENT_REPLAYED;
 /// A response as stored: kept small in the record's JSON by writing bodies
 /// and header values as text when they are UTF-8 and as base64 otherwise.
 ///
-/// The type's path is part of every record (idem refuses to decode a
-/// record of another type), so it stays where it is.
+/// Records are read by shape, not by this type's path, so it may move; its
+/// fields are the stored format (golden records in
+/// `integration/tests/golden/` pin them).
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct StoredResponse {
     status: u16,
@@ -135,6 +136,13 @@ mod base64 {
         }
         Some(out)
     }
+}
+
+/// Decodes stored record bytes as a replayed response, for the fuzzer
+/// (`fuzz/`): any input is an answer or a `CodecError`, never a panic.
+#[doc(hidden)]
+pub fn fuzz_stored_response(bytes: &[u8]) -> Result<Response, crate::CodecError> {
+    crate::__private::decode_record::<StoredResponse>(bytes).map(StoredResponse::into_replay)
 }
 
 #[cfg(test)]
