@@ -9,9 +9,11 @@
 
 mod eviction;
 mod replicas;
+mod sentinel;
 
 use replicas::Replicas;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -83,6 +85,7 @@ pub struct RedisStore {
 enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(Arc<sentinel::Followed>),
 }
 
 #[derive(Clone)]
@@ -238,12 +241,7 @@ impl RedisStoreBuilder {
     /// ```
     pub async fn connect(self, url: &str) -> Result<RedisStore, StoreError> {
         let client = redis::Client::open(url).map_err(store_error)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connection_timeout))
-            .set_response_timeout(Some(self.response_timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let manager = ConnectionManager::new_with_config(client, config)
+        let manager = ConnectionManager::new_with_config(client, self.manager_config())
             .await
             .map_err(store_error)?;
         let store = self.build(Conn::Single(manager));
@@ -277,6 +275,49 @@ impl RedisStoreBuilder {
         let store = self.build(Conn::Cluster(conn));
         store.check_eviction().await?;
         Ok(store)
+    }
+
+    /// Connects to the primary that Redis Sentinel names for `service`
+    /// (asking the sentinels at `sentinels`, `redis://host:26379` each),
+    /// and follows failovers: after a step fails, the store asks the
+    /// sentinels again and moves to the new primary. A step in flight
+    /// during a failover fails with `Error::Store` (no body runs on an
+    /// unconfirmed claim); pair with
+    /// [`wait_for_replicas`](Self::wait_for_replicas) so that what was
+    /// acknowledged before the failover survives it.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::RedisStore::builder()
+    ///     .wait_for_replicas(1, std::time::Duration::from_millis(100))
+    ///     .connect_sentinel(["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"], "idem")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_sentinel<I, U>(
+        self,
+        sentinels: I,
+        service: &str,
+    ) -> Result<RedisStore, StoreError>
+    where
+        I: IntoIterator<Item = U>,
+        U: Into<String>,
+    {
+        let sentinels = sentinels.into_iter().map(Into::into).collect();
+        let followed = sentinel::Followed::connect(sentinels, service, self.manager_config())
+            .await
+            .map_err(store_error)?;
+        let store = self.build(Conn::Sentinel(Arc::new(followed)));
+        store.check_eviction().await?;
+        Ok(store)
+    }
+
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500))
     }
 
     fn build(self, conn: Conn) -> RedisStore {
@@ -366,6 +407,13 @@ impl RedisStore {
     async fn ask_every_primary(&self, cmd: redis::Cmd) -> redis::RedisResult<redis::Value> {
         match &self.conn {
             Conn::Single(conn) => cmd.query_async(&mut conn.clone()).await,
+            Conn::Sentinel(followed) => {
+                let answer = cmd.query_async(&mut followed.manager()).await;
+                if answer.is_err() {
+                    followed.after_failure().await;
+                }
+                answer
+            }
             Conn::Cluster(conn) => {
                 let every = redis::cluster_routing::RoutingInfo::MultiNode((
                     redis::cluster_routing::MultipleNodeRoutingInfo::AllMasters,
@@ -390,6 +438,13 @@ impl RedisStore {
         match &self.conn {
             Conn::Single(conn) => invoke_on(&invocation, &mut conn.clone()).await,
             Conn::Cluster(conn) => invoke_on(&invocation, &mut conn.clone()).await,
+            Conn::Sentinel(followed) => {
+                let answer = invoke_on(&invocation, &mut followed.manager()).await;
+                if answer.is_err() {
+                    followed.after_failure().await;
+                }
+                answer
+            }
         }
     }
 
@@ -407,6 +462,13 @@ impl RedisStore {
         match &self.conn {
             Conn::Single(conn) => pipe.query_async(&mut conn.clone()).await,
             Conn::Cluster(conn) => pipe.query_async(&mut conn.clone()).await,
+            Conn::Sentinel(followed) => {
+                let answer = pipe.query_async(&mut followed.manager()).await;
+                if answer.is_err() {
+                    followed.after_failure().await;
+                }
+                answer
+            }
         }
     }
 
