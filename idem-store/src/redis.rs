@@ -14,6 +14,7 @@ mod sentinel;
 use replicas::Replicas;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -77,6 +78,10 @@ pub struct RedisStore {
     conn: Conn,
     prefix: Vec<u8>,
     allow_eviction: bool,
+    /// Set when a connection failed: the server after a reconnect may be
+    /// another (a failover, a restart with other settings), so the next
+    /// claim reads its eviction policy again first.
+    recheck: Arc<AtomicBool>,
     replicas: Option<Replicas>,
     scripts: Scripts,
 }
@@ -325,6 +330,7 @@ impl RedisStoreBuilder {
             conn,
             prefix: self.prefix,
             allow_eviction: self.allow_eviction,
+            recheck: Arc::default(),
             replicas: self.replicas,
             scripts: Scripts {
                 complete: Script::new(COMPLETE),
@@ -394,8 +400,11 @@ impl RedisStore {
         info.arg("memory");
         let mut found = Vec::new();
         for cmd in [config, info] {
-            if let Ok(answer) = self.ask_every_primary(cmd).await {
-                found = eviction::policies(&answer);
+            match self.ask_every_primary(cmd).await {
+                Ok(answer) => found = eviction::policies(&answer),
+                // Unreachable, not refused: say so, not "cannot read".
+                Err(err) if err.is_io_error() || err.is_timeout() => return Err(store_error(err)),
+                Err(_) => {}
             }
             if !found.is_empty() {
                 break;
@@ -456,6 +465,20 @@ impl RedisStore {
     }
 
     async fn query_raw<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> redis::RedisResult<T> {
+        let answer = self.send_pipe(pipe).await;
+        if answer
+            .as_ref()
+            .is_err_and(|err| err.is_io_error() || err.is_timeout())
+        {
+            self.recheck.store(true, Ordering::Relaxed);
+        }
+        answer
+    }
+
+    async fn send_pipe<T: redis::FromRedisValue>(
         &self,
         pipe: &redis::Pipeline,
     ) -> redis::RedisResult<T> {
@@ -580,6 +603,10 @@ const RECORD_AT: usize = 1 + 32 + 8;
 #[async_trait]
 impl Store for RedisStore {
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        if self.recheck.load(Ordering::Relaxed) {
+            self.check_eviction().await?;
+            self.recheck.store(false, Ordering::Relaxed);
+        }
         let mut value = [0u8; 49];
         value[0] = b'P';
         value[1..17].copy_from_slice(&claim.token.to_bytes());

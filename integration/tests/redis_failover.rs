@@ -65,7 +65,11 @@ impl Drop for Sentinel {
 async fn info(url: &str, section: &str) -> String {
     let client = redis::Client::open(url).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd("INFO").arg(section).query_async(&mut conn).await.unwrap()
+    redis::cmd("INFO")
+        .arg(section)
+        .query_async(&mut conn)
+        .await
+        .unwrap()
 }
 
 async fn dbsize(url: &str) -> i64 {
@@ -92,8 +96,12 @@ async fn failover_under_load(wait_for_replicas: bool) -> Figures {
     let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(primary.port)).collect();
     // The replica in sync, and the sentinels aware of it, before the load.
     let synced = Instant::now() + Duration::from_secs(20);
-    while !info(&replica.url(), "replication").await.contains("master_link_status:up")
-        || !info(&second.url(), "replication").await.contains("master_link_status:up")
+    while !info(&replica.url(), "replication")
+        .await
+        .contains("master_link_status:up")
+        || !info(&second.url(), "replication")
+            .await
+            .contains("master_link_status:up")
     {
         assert!(Instant::now() < synced, "the replica never synced");
         tokio::time::sleep(Duration::from_millis(50)).await;

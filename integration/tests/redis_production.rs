@@ -150,3 +150,41 @@ async fn with_a_replica_claims_and_completions_are_acknowledged() {
         .unwrap();
     assert_eq!(keys.len(), 1);
 }
+
+/// After a reconnect the server may be another one: the policy is read
+/// again before the next claim, and a server restarted with an evicting
+/// policy on the same port is refused.
+#[tokio::test]
+async fn the_policy_is_read_again_after_a_reconnect() {
+    let mut server = PrivateRedis::start(&["--maxmemory-policy", "noeviction"]);
+    let store = RedisStore::builder()
+        .connection_timeout(Duration::from_millis(300))
+        .response_timeout(Duration::from_millis(300))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    let idem = Idempotency::new(store);
+    let first: Result<u8, Error> = idem.call("s", "k1").run(|| async { Ok(1) }).await;
+    assert_eq!(first.unwrap(), 1);
+
+    // Restarted on the same port, now evicting.
+    server.kill();
+    let down: Result<u8, Error> = idem.call("s", "k2").run(|| async { Ok(2) }).await;
+    assert!(matches!(down, Err(Error::Store(_))), "{down:?}");
+    let mut restarted = PrivateRedis::start_on(server.port, &["--maxmemory-policy", "allkeys-lru"]);
+    let mut out: Result<u8, Error> = Err(Error::NotConfigured);
+    for _ in 0..20 {
+        out = idem.call("s", "k3").run(|| async { Ok(3) }).await;
+        if let Err(Error::Store(err)) = &out {
+            if err.to_string().contains("allkeys-lru") {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let Err(Error::Store(err)) = out else {
+        panic!("an evicting server was used after a reconnect: {out:?}")
+    };
+    assert!(err.to_string().contains("allkeys-lru"), "{err}");
+    restarted.kill();
+}

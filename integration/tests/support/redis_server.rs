@@ -79,8 +79,12 @@ pub struct PrivateRedis {
 impl PrivateRedis {
     /// Starts a server on a free port with `extra` arguments.
     pub fn start(extra: &[&str]) -> Self {
+        Self::start_on(free_port(), extra)
+    }
+
+    /// Starts a server on `port` (one a stopped server left free).
+    pub fn start_on(port: u16, extra: &[&str]) -> Self {
         remove_stale_dirs();
-        let port = free_port();
         let dir = std::env::temp_dir().join(format!("idem-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut server = PrivateRedis {
