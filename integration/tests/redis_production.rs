@@ -175,10 +175,10 @@ async fn the_policy_is_read_again_after_a_reconnect() {
     let mut out: Result<u8, Error> = Err(Error::NotConfigured);
     for _ in 0..20 {
         out = idem.call("s", "k3").run(|| async { Ok(3) }).await;
-        if let Err(Error::Store(err)) = &out {
-            if err.to_string().contains("allkeys-lru") {
-                break;
-            }
+        if let Err(Error::Store(err)) = &out
+            && err.to_string().contains("allkeys-lru")
+        {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
