@@ -10,7 +10,7 @@ use crate::cache::LocalCache;
 use crate::handle::Inner;
 use crate::key::{self, KeyPart};
 use crate::record::{self, Outcome};
-use crate::renewal::{self, Renewal};
+use crate::renewal;
 use crate::{
     Claim, ClaimOutcome, Error, ErrorPolicy, Fence, Fingerprint, Idempotency, RecordKey,
     ReleaseErrors, Store, Token,
@@ -396,9 +396,12 @@ impl<P> Call<P> {
         let result = match &guard.on_drop {
             // A store the handle owns is renewed from a task of its own, so
             // a body that blocks its thread still keeps its lease.
-            Some(owned) => {
-                let _renewal =
-                    Renewal::start(owned, self.key, token, claim.lease, &self.scope).await;
+            Some(_) => {
+                let inner = &self.idem.inner;
+                let _renewed = inner
+                    .renewer
+                    .register(inner, self.key, token, claim.lease, &self.scope)
+                    .await;
                 body.await
             }
             None => renewal::in_task(store, &self.key, token, claim.lease, &self.scope, body).await,

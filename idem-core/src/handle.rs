@@ -6,6 +6,7 @@ use arc_swap::ArcSwapOption;
 
 use crate::cache::LocalCache;
 use crate::detach::Running;
+use crate::renewal::Renewer;
 use crate::{Call, Error, KeyPart, Store};
 
 /// A cheap, cloneable handle over a [`Store`]: where calls start.
@@ -32,6 +33,7 @@ pub(crate) struct Inner {
     pub(crate) max_record_bytes: usize,
     pub(crate) cache: Option<LocalCache>,
     pub(crate) running: Arc<Running>,
+    pub(crate) renewer: Renewer,
 }
 
 /// The default limit on an encoded record: 1 MiB.
@@ -117,6 +119,7 @@ impl IdempotencyBuilder {
                 max_record_bytes: self.max_record_bytes,
                 cache: self.local_cache.and_then(LocalCache::new),
                 running: Arc::default(),
+                renewer: Renewer::default(),
             }),
         }
     }

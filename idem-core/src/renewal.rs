@@ -1,60 +1,169 @@
 //! Lease renewal while a body runs, and the cleanup of a claim whose
-//! answer was lost. Renewal runs from a task of its own for stores the
-//! handle owns, so a body that blocks its thread keeps its lease on a
-//! multi-thread runtime; in the body's own task for a borrowed store (a
-//! transaction), which cannot be sent to another task.
+//! answer was lost. For stores the handle owns, one task per handle renews
+//! every running claim, so a body that blocks its thread keeps its lease
+//! on a multi-thread runtime; for a borrowed store (a transaction), which
+//! cannot be sent to another task, renewal runs in the body's own task.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::runtime::RuntimeFlavor;
-use tokio::task::JoinHandle;
+use tokio::runtime::{Handle, RuntimeFlavor};
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
+use crate::handle::Inner;
 use crate::{Fence, RecordKey, Store, Token};
 
-/// A renewal task, stopped when this is dropped (the body ended).
-pub(crate) struct Renewal(JoinHandle<()>);
+/// The claims of one handle whose bodies are running, renewed by one task
+/// of the handle's own: a body that blocks its thread (on a multi-thread
+/// runtime) keeps its lease, and a call costs an insert and a removal,
+/// not a task of its own.
+#[derive(Default)]
+pub(crate) struct Renewer {
+    claims: Mutex<HashMap<(RecordKey, Token), Running>>,
+    wake: Arc<Notify>,
+    started: AtomicBool,
+}
 
-impl Renewal {
-    /// Starts the renewal task and lets it take its first step: a task
-    /// spawned from a worker waits in that worker's LIFO slot, which other
-    /// workers do not steal from, so a body that blocked the worker at
-    /// once would keep it from ever running. Once it has run, its timer
-    /// wakes it on whichever worker is free.
-    pub(crate) async fn start(
-        store: &Arc<dyn Store>,
-        key: RecordKey,
-        token: Token,
-        lease: Duration,
-        scope: &str,
-    ) -> Self {
-        let renewal = Self::spawn(store, key, token, lease, scope);
-        if tokio::runtime::Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
-            tokio::task::yield_now().await;
-        }
-        renewal
-    }
+/// A claim due for renewal.
+struct Due {
+    key: RecordKey,
+    token: Token,
+    lease: Duration,
+    scope: Arc<str>,
+}
 
-    fn spawn(
-        store: &Arc<dyn Store>,
-        key: RecordKey,
-        token: Token,
-        lease: Duration,
-        scope: &str,
-    ) -> Self {
-        let store = Arc::clone(store);
-        let scope = scope.to_owned();
-        Renewal(tokio::spawn(async move {
-            renew_every_third(store.as_ref(), &key, token, lease, &scope).await;
-        }))
+struct Running {
+    lease: Duration,
+    due: Instant,
+    scope: Arc<str>,
+}
+
+/// A registered claim, removed from the renewer when the body ends.
+pub(crate) struct Registered<'r> {
+    renewer: &'r Renewer,
+    claim: (RecordKey, Token),
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.renewer.lock().remove(&self.claim);
     }
 }
 
-impl Drop for Renewal {
-    fn drop(&mut self) {
-        self.0.abort();
+impl Renewer {
+    /// Renews `key`'s claim every third of its lease until the returned
+    /// guard is dropped.
+    pub(crate) async fn register(
+        &self,
+        handle: &Arc<Inner>,
+        key: RecordKey,
+        token: Token,
+        lease: Duration,
+        scope: &str,
+    ) -> Registered<'_> {
+        let due = Instant::now() + third(lease);
+        let running = Running {
+            lease,
+            due,
+            scope: scope.into(),
+        };
+        let earliest = {
+            let mut claims = self.lock();
+            claims.insert((key, token), running);
+            claims.values().all(|other| other.due >= due)
+        };
+        if !self.started.swap(true, Ordering::AcqRel) {
+            tokio::spawn(renew_all(Arc::downgrade(handle)));
+            // A task spawned from a worker waits in that worker's LIFO
+            // slot, which other workers do not steal from: a body that
+            // blocked the worker at once would keep it from ever running.
+            // Once it has run, its timer wakes it wherever a worker is free.
+            if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+                tokio::task::yield_now().await;
+            }
+        } else if earliest {
+            self.wake.notify_one();
+        }
+        Registered {
+            renewer: self,
+            claim: (key, token),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(RecordKey, Token), Running>> {
+        self.claims.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The claims due now (their next due time moved on), and when the
+    /// next one falls due.
+    fn take_due(&self, now: Instant) -> (Vec<Due>, Option<Instant>) {
+        let mut claims = self.lock();
+        let mut due = Vec::new();
+        for (&(key, token), running) in claims.iter_mut() {
+            if running.due <= now {
+                running.due = now + third(running.lease);
+                due.push(Due {
+                    key,
+                    token,
+                    lease: running.lease,
+                    scope: Arc::clone(&running.scope),
+                });
+            }
+        }
+        let next = claims.values().map(|running| running.due).min();
+        (due, next)
+    }
+}
+
+/// The handle's renewal task: renews what is due, sleeps until the next
+/// due time or a new claim, and ends with the handle.
+async fn renew_all(handle: Weak<Inner>) {
+    loop {
+        let Some(inner) = handle.upgrade() else {
+            return;
+        };
+        let (due, next) = inner.renewer.take_due(Instant::now());
+        for claim in due {
+            let store = Arc::clone(&inner.store);
+            tokio::spawn(async move {
+                renew_once(store.as_ref(), &claim).await;
+            });
+        }
+        // Not holding the handle while asleep, so that it can be dropped;
+        // a claim registered meanwhile leaves a permit on `wake`.
+        let wake = Arc::clone(&inner.renewer.wake);
+        drop(inner);
+        let sleep_until = next.unwrap_or_else(|| Instant::now() + IDLE_CHECK);
+        tokio::select! {
+            () = tokio::time::sleep_until(sleep_until) => {}
+            () = wake.notified() => {}
+        }
+    }
+}
+
+/// How long the renewal task sleeps with nothing to renew (it ends when
+/// the handle is dropped, which it notices at the latest then).
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+fn third(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(1))
+}
+
+async fn renew_once<S: Store + ?Sized>(store: &S, claim: &Due) {
+    let (key, scope) = (&claim.key, &*claim.scope);
+    match store.renew(key, claim.token, claim.lease).await {
+        Ok(Fence::Held) => {}
+        Ok(Fence::Lost) => {
+            tracing::warn!(scope, key = %key.short(), "idem: lease lost while the body runs")
+        }
+        Err(err) => {
+            tracing::warn!(scope, key = %key.short(), error = %err, "idem: lease renewal failed; retrying")
+        }
     }
 }
 
