@@ -123,6 +123,11 @@ impl Renewer {
 /// The handle's renewal task: renews what is due, sleeps until the next
 /// due time or a new claim, and ends with the handle.
 async fn renew_all(handle: Weak<Inner>) {
+    // A handle may outlive the runtime its renewal task runs on (a
+    // `static` handle used from one `#[tokio::test]` runtime after
+    // another): when that runtime drops the task, the next claim starts a
+    // new one.
+    let _restart = RestartOnDrop(handle.clone());
     loop {
         let Some(inner) = handle.upgrade() else {
             return;
@@ -142,6 +147,16 @@ async fn renew_all(handle: Weak<Inner>) {
         tokio::select! {
             () = tokio::time::sleep_until(sleep_until) => {}
             () = wake.notified() => {}
+        }
+    }
+}
+
+struct RestartOnDrop(Weak<Inner>);
+
+impl Drop for RestartOnDrop {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.renewer.started.store(false, Ordering::Release);
         }
     }
 }

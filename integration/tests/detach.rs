@@ -81,3 +81,46 @@ async fn a_panic_in_a_detached_body_reaches_the_caller() {
         .run_detached(|| async { panic!("the body panicked") })
         .await;
 }
+
+static SHARED: LazyLock<Idempotency> = LazyLock::new(|| Idempotency::new(MemoryStore::new()));
+
+/// A `static` handle used from one runtime after another (as
+/// `#[tokio::test]`s do): each runtime renews its own long bodies.
+#[test]
+fn a_static_handle_renews_on_every_runtime() {
+    for round in 0..2 {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let lease = Duration::from_millis(150);
+            let key = format!("long-{round}");
+            let holder = {
+                let key = key.clone();
+                tokio::spawn(async move {
+                    SHARED
+                        .call("renewal", &key)
+                        .lease(lease)
+                        .run(|| async move {
+                            tokio::time::sleep(lease * 4).await;
+                            Ok::<u8, idem::Error>(1)
+                        })
+                        .await
+                })
+            };
+            tokio::time::sleep(lease * 2).await;
+            let duplicate: Result<u8, idem::Error> = SHARED
+                .call("renewal", &key)
+                .lease(lease)
+                .run(|| async { Ok(2) })
+                .await;
+            assert!(
+                matches!(duplicate, Err(idem::Error::InProgress { .. })),
+                "round {round}: {duplicate:?}"
+            );
+            assert_eq!(holder.await.unwrap().unwrap(), 1);
+        });
+    }
+}
