@@ -417,11 +417,9 @@ impl RedisStore {
         match &self.conn {
             Conn::Single(conn) => cmd.query_async(&mut conn.clone()).await,
             Conn::Sentinel(followed) => {
-                let answer = cmd.query_async(&mut followed.manager()).await;
-                if answer.is_err() {
-                    followed.after_failure().await;
-                }
-                answer
+                followed
+                    .send(async |mut manager| cmd.query_async(&mut manager).await)
+                    .await
             }
             Conn::Cluster(conn) => {
                 let every = redis::cluster_routing::RoutingInfo::MultiNode((
@@ -448,11 +446,9 @@ impl RedisStore {
             Conn::Single(conn) => invoke_on(&invocation, &mut conn.clone()).await,
             Conn::Cluster(conn) => invoke_on(&invocation, &mut conn.clone()).await,
             Conn::Sentinel(followed) => {
-                let answer = invoke_on(&invocation, &mut followed.manager()).await;
-                if answer.is_err() {
-                    followed.after_failure().await;
-                }
-                answer
+                followed
+                    .send(async |mut manager| invoke_on(&invocation, &mut manager).await)
+                    .await
             }
         }
     }
@@ -486,11 +482,9 @@ impl RedisStore {
             Conn::Single(conn) => pipe.query_async(&mut conn.clone()).await,
             Conn::Cluster(conn) => pipe.query_async(&mut conn.clone()).await,
             Conn::Sentinel(followed) => {
-                let answer = pipe.query_async(&mut followed.manager()).await;
-                if answer.is_err() {
-                    followed.after_failure().await;
-                }
-                answer
+                followed
+                    .send(async |mut manager| pipe.query_async(&mut manager).await)
+                    .await
             }
         }
     }

@@ -44,14 +44,23 @@ impl Followed {
         })
     }
 
-    /// The connection to the primary as last known.
-    pub(super) fn manager(&self) -> ConnectionManager {
-        self.lock().manager.clone()
+    /// Sends `step` to the primary as last known; after a failure, asks
+    /// the sentinels again for the next step.
+    pub(super) async fn send<T, E>(
+        &self,
+        step: impl AsyncFnOnce(ConnectionManager) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let manager = self.lock().manager.clone();
+        let answer = step(manager).await;
+        if answer.is_err() {
+            self.after_failure().await;
+        }
+        answer
     }
 
     /// After a failed step: asks the sentinels which server is the primary
     /// now and, if it changed, connects to it.
-    pub(super) async fn after_failure(&self) {
+    async fn after_failure(&self) {
         if self.lock().asked.elapsed() < REFRESH_EVERY {
             return;
         }
