@@ -6,9 +6,12 @@
 
 mod http_support;
 
-use std::io::Write;
+#[path = "support/captured.rs"]
+mod captured;
+
+use captured::Captured;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::http::{Method, StatusCode};
@@ -137,26 +140,6 @@ async fn the_opt_out_shares_keys_across_callers_as_documented() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
-
 fn contains(haystack: &[u8], needle: &str) -> bool {
     haystack
         .windows(needle.len())
@@ -195,7 +178,7 @@ async fn no_raw_credential_is_stored_or_logged() {
     assert_eq!(mismatch.status, StatusCode::UNPROCESSABLE_ENTITY);
     drop(server);
 
-    let logs = captured.0.lock().unwrap().clone();
+    let logs = captured.bytes();
     assert!(
         contains(&logs, "credential "),
         "the scope is logged, hashed: {}",

@@ -5,9 +5,11 @@
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
-use std::io::Write;
+#[path = "support/captured.rs"]
+mod captured;
+
+use captured::Captured;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use idem::{Error, Idempotency, RedisStore};
@@ -40,26 +42,6 @@ async fn an_evicting_policy_is_refused_with_the_way_out() {
         .expect("noeviction is accepted");
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
-
 #[tokio::test]
 async fn allow_eviction_accepts_with_a_warning() {
     let captured = Captured::default();
@@ -79,7 +61,7 @@ async fn allow_eviction_accepts_with_a_warning() {
         .run(|| async { Ok(1) })
         .await;
     assert_eq!(out.unwrap(), 1);
-    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let log = String::from_utf8(captured.bytes()).unwrap();
     assert!(
         log.contains("WARN") && log.contains("volatile-lru"),
         "{log}"

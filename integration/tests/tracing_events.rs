@@ -2,32 +2,13 @@
 //! and lease lost, each with the scope and a short key hash, never the raw
 //! key.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+#[path = "support/captured.rs"]
+mod captured;
+
+use captured::Captured;
 use std::time::Duration;
 
 use idem::{Error, Idempotency, MemoryStore, RecordKey};
-use tracing_subscriber::fmt::MakeWriter;
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
 
 const RAW_KEY: &str = "secret-customer-key-4242";
 
@@ -87,7 +68,7 @@ async fn events_carry_scope_and_short_key_never_the_raw_key() {
         Err(Error::LeaseLost { .. })
     ));
 
-    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let log = String::from_utf8(captured.bytes()).unwrap();
     let short = RecordKey::new("billing", RAW_KEY).short().to_string();
     for event in [
         "claimed",
