@@ -51,7 +51,7 @@
 //! | --- | --- | --- |
 //! | `InProgress` | another call holds the key and `wait` ran out or is zero | 409 |
 //! | `FingerprintMismatch` | the key was used before with another payload | 422 |
-//! | `LeaseLost` | our claim expired and another call took over; our result was not stored | 409 |
+//! | `LeaseLost` | our claim's lease ran out before the body ended (`taken_over`: another call holds the key now, or it merely expired); our result was not stored | 409 |
 //! | `Store` | the store failed or is unreachable; the body did not run if the claim was not won | 503 |
 //! | `Codec` | a value cannot be encoded, or a stored one decoded | 500 |
 //! | `InvalidKey` | the key is not acceptable (empty) | 400 |

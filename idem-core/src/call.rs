@@ -439,11 +439,13 @@ impl<P> Call<P> {
                 }
                 fresh(result)
             }
-            Ok(Fence::Lost) => {
-                tracing::warn!(scope = %self.scope, key = %self.key.short(), "idem: lease lost; result not stored");
+            Ok(lost) => {
+                let taken_over = lost == Fence::Lost;
+                tracing::warn!(scope = %self.scope, key = %self.key.short(), taken_over, "idem: lease lost; result not stored");
                 fresh(Err(Error::LeaseLost {
                     scope: self.scope,
                     key: self.key.short(),
+                    taken_over,
                 }
                 .into()))
             }
@@ -567,7 +569,7 @@ impl<S: Store + ?Sized> ClaimGuard<'_, S> {
 async fn release<S: Store + ?Sized>(store: &S, key: &RecordKey, token: Token) {
     match store.release(key, token).await {
         Ok(Fence::Held) => tracing::debug!(key = %key.short(), "idem: released"),
-        Ok(Fence::Lost) => {
+        Ok(Fence::Lost | Fence::Expired) => {
             tracing::debug!(key = %key.short(), "idem: nothing to release; lease lost")
         }
         Err(err) => {

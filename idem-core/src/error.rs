@@ -39,16 +39,22 @@ pub enum Error {
         /// A short hash of the key.
         key: ShortKey,
     },
-    /// Our claim expired and another caller took over; our result was not
-    /// stored.
+    /// Our claim's lease ran out before the body ended; our result was not
+    /// stored. `taken_over` tells whether another caller holds or has
+    /// completed the key since, or whether the claim merely expired
+    /// (then the next call runs the body again).
     #[error(
-        "the claim on key {key} in scope `{scope}` was no longer ours at completion: its lease ran out before the body ended (the process stalled, or could not reach the store to renew it), and another call may have taken the key over; the result was not stored"
+        "the claim on key {key} in scope `{scope}` was no longer ours at completion: its lease ran out before the body ended (the process stalled, or could not reach the store to renew it), {}; the result was not stored",
+        lost_how(*.taken_over)
     )]
     LeaseLost {
         /// The scope of the key.
         scope: String,
         /// A short hash of the key.
         key: ShortKey,
+        /// Whether another caller took the key over (true), or our claim
+        /// expired with nobody holding the key (false).
+        taken_over: bool,
     },
     /// The store failed or could not be reached.
     #[error(transparent)]
@@ -203,4 +209,12 @@ pub enum CodecError {
     /// The payload's `Serialize` failed while it was fingerprinted.
     #[error(transparent)]
     Fingerprint(#[from] crate::FingerprintError),
+}
+
+fn lost_how(taken_over: bool) -> &'static str {
+    if taken_over {
+        "and another call took the key over"
+    } else {
+        "and the claim expired (no other call holds the key)"
+    }
 }

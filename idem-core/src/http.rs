@@ -145,11 +145,15 @@ impl From<&Error> for Problem {
                 "Idempotency-Key reused",
                 "This Idempotency-Key was already used with a different request; use a new key for a new request.",
             ),
-            Error::LeaseLost { .. } => Problem::new(
+            Error::LeaseLost { taken_over, .. } => Problem::new(
                 status,
                 "lease-lost",
-                "Request taken over",
-                "This request ran longer than its lease and a retry took it over; its response was not stored.",
+                "Lease lost",
+                if *taken_over {
+                    "This request ran longer than its lease and a retry took it over; its response was not stored."
+                } else {
+                    "This request ran longer than its lease, which expired; its response was not stored, and a retry with the same Idempotency-Key runs it again."
+                },
             )
             .retry_after(Duration::from_secs(1)),
             Error::Store(_) => Problem::new(

@@ -165,6 +165,14 @@ impl Drop for RestartOnDrop {
 /// the handle is dropped, which it notices at the latest then).
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 
+/// How a claim was lost, for logs.
+fn lost_how(fence: Fence) -> &'static str {
+    match fence {
+        Fence::Expired => "expired",
+        _ => "taken over",
+    }
+}
+
 fn third(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(1))
 }
@@ -173,8 +181,8 @@ async fn renew_once<S: Store + ?Sized>(store: &S, claim: &Due) {
     let (key, scope) = (&claim.key, &*claim.scope);
     match store.renew(key, claim.token, claim.lease).await {
         Ok(Fence::Held) => {}
-        Ok(Fence::Lost) => {
-            tracing::warn!(scope, key = %key.short(), "idem: lease lost while the body runs")
+        Ok(lost) => {
+            tracing::warn!(scope, key = %key.short(), lost = lost_how(lost), "idem: lease lost while the body runs")
         }
         Err(err) => {
             tracing::warn!(scope, key = %key.short(), error = %err, "idem: lease renewal failed; retrying")
@@ -195,8 +203,8 @@ async fn renew_every_third<S: Store + ?Sized>(
         tokio::time::sleep(every).await;
         match store.renew(key, token, lease).await {
             Ok(Fence::Held) => {}
-            Ok(Fence::Lost) => {
-                tracing::warn!(scope, key = %key.short(), "idem: lease lost while the body runs");
+            Ok(lost) => {
+                tracing::warn!(scope, key = %key.short(), lost = lost_how(lost), "idem: lease lost while the body runs");
                 return;
             }
             Err(err) => {
@@ -248,7 +256,7 @@ pub(crate) fn release_if_applied(
                     tracing::info!(key = %key.short(), "idem: a claim that had timed out was applied after all; released");
                     return;
                 }
-                Ok(Fence::Lost) => return,
+                Ok(Fence::Lost | Fence::Expired) => return,
                 Err(_) => wait *= 2,
             }
         }

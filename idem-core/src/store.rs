@@ -75,12 +75,33 @@ pub enum ClaimOutcome {
 }
 
 /// Whether a fenced step (complete, release, renew) found our claim.
+///
+/// The two ways of losing a claim are told apart so that the caller's
+/// [`Error::LeaseLost`](crate::Error) can say which happened; a store
+/// answers [`Fence::Expired`] only when it knows that nobody holds the
+/// key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fence {
     /// The claim was still ours; the step took effect.
     Held,
-    /// Another caller took over or the claim is gone; nothing changed.
+    /// Another caller holds the key (it took over after our lease ran
+    /// out) or has completed it; nothing changed.
     Lost,
+    /// Our claim's lease ran out and nobody holds the key now; nothing
+    /// changed.
+    Expired,
+}
+
+impl Fence {
+    /// Whether the step took effect.
+    ///
+    /// ```
+    /// assert!(idem::Fence::Held.is_held());
+    /// assert!(!idem::Fence::Expired.is_held());
+    /// ```
+    pub const fn is_held(self) -> bool {
+        matches!(self, Fence::Held)
+    }
 }
 
 /// A place where idempotency records live.

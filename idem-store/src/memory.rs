@@ -138,11 +138,16 @@ impl Shard {
         Ok(())
     }
 
-    /// The entry under `key` if it is an unexpired claim held by `token`.
-    fn held(&mut self, key: &RecordKey, token: Token, now: Instant) -> Option<&mut Entry> {
-        self.entries.get_mut(key).filter(|entry| {
-            entry.until > now && matches!(entry.state, State::InProgress(t) if t == token)
-        })
+    /// The entry under `key` if it is an unexpired claim held by `token`,
+    /// or how the claim was lost.
+    fn held(&mut self, key: &RecordKey, token: Token, now: Instant) -> Result<&mut Entry, Fence> {
+        match self.entries.get_mut(key) {
+            Some(entry) if entry.until > now => match entry.state {
+                State::InProgress(t) if t == token => Ok(entry),
+                _ => Err(Fence::Lost),
+            },
+            _ => Err(Fence::Expired),
+        }
     }
 }
 
@@ -192,12 +197,12 @@ impl Store for MemoryStore {
         let now = Instant::now();
         let mut shard = self.shard(key);
         Ok(match shard.held(key, token, now) {
-            Some(entry) => {
+            Ok(entry) => {
                 entry.state = State::Completed(Bytes::copy_from_slice(record));
                 entry.until = now + ttl;
                 Fence::Held
             }
-            None => Fence::Lost,
+            Err(lost) => lost,
         })
     }
 
@@ -205,11 +210,11 @@ impl Store for MemoryStore {
         let now = Instant::now();
         let mut shard = self.shard(key);
         Ok(match shard.held(key, token, now) {
-            Some(_) => {
+            Ok(_) => {
                 shard.entries.remove(key);
                 Fence::Held
             }
-            None => Fence::Lost,
+            Err(lost) => lost,
         })
     }
 
@@ -222,11 +227,11 @@ impl Store for MemoryStore {
         let now = Instant::now();
         let mut shard = self.shard(key);
         Ok(match shard.held(key, token, now) {
-            Some(entry) => {
+            Ok(entry) => {
                 entry.until = now + lease;
                 Fence::Held
             }
-            None => Fence::Lost,
+            Err(lost) => lost,
         })
     }
 }

@@ -581,6 +581,21 @@ impl PostgresStore {
         }
     }
 
+    /// A fenced step's answer. When it found no claim of ours, one more
+    /// statement (on that rare path only) tells a takeover from an expiry.
+    async fn fence(&self, out: Out, key: &RecordKey) -> Result<Fence, StoreError> {
+        if out.fence().is_held() {
+            return Ok(Fence::Held);
+        }
+        let sql = &self.inner.sql;
+        let row = self
+            .send(Want::Row, |_| sql.live_query(key.as_bytes()))
+            .await?
+            .row();
+        let live: bool = row.try_get(0).map_err(|err| sql.store_error(err))?;
+        Ok(if live { Fence::Lost } else { Fence::Expired })
+    }
+
     /// `statement`, failed with `Error::Store` if the server does not
     /// answer within the response timeout.
     async fn timed<T>(&self, statement: impl Future<Output = T>) -> Result<T, StoreError> {
@@ -622,6 +637,10 @@ impl Sql {
 
     fn release_query<'q>(&'q self, text: &'q str, key: &'q [u8], token: &'q [u8]) -> PgQuery<'q> {
         sqlx::query(text).bind(key).bind(token)
+    }
+
+    fn live_query<'q>(&'q self, key: &'q [u8]) -> PgQuery<'q> {
+        sqlx::query(&self.live).bind(key)
     }
 
     fn renew_query<'q>(&'q self, key: &'q [u8], token: &'q [u8], lease: Duration) -> PgQuery<'q> {
@@ -704,7 +723,7 @@ impl Store for PostgresStore {
     ) -> Result<Fence, StoreError> {
         let sql = &self.inner.sql;
         let token = token.to_bytes();
-        Ok(self
+        let out = self
             .send(Want::RowsAffected, |again| {
                 let text = if again {
                     &sql.complete_again
@@ -713,19 +732,19 @@ impl Store for PostgresStore {
                 };
                 sql.complete_query(text, key.as_bytes(), &token, record, ttl)
             })
-            .await?
-            .fence())
+            .await?;
+        self.fence(out, key).await
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
         let sql = &self.inner.sql;
         let token = token.to_bytes();
-        Ok(self
+        let out = self
             .send(Want::RowsAffected, |_| {
                 sql.release_query(&sql.release, key.as_bytes(), &token)
             })
-            .await?
-            .fence())
+            .await?;
+        self.fence(out, key).await
     }
 
     async fn renew(
@@ -736,11 +755,11 @@ impl Store for PostgresStore {
     ) -> Result<Fence, StoreError> {
         let sql = &self.inner.sql;
         let token = token.to_bytes();
-        Ok(self
+        let out = self
             .send(Want::RowsAffected, |_| {
                 sql.renew_query(key.as_bytes(), &token, lease)
             })
-            .await?
-            .fence())
+            .await?;
+        self.fence(out, key).await
     }
 }

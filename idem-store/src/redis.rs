@@ -22,15 +22,26 @@ use idem_core::{
     Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
 };
 use redis::Script;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
 // The fenced steps compare the claim's token inside Redis, so they are Lua;
 // the claim needs no comparison and is native (see `Store::claim` below).
+// Each answers 1 when the claim was ours, 0 when another caller holds or
+// completed the key, -1 when the key is gone (our claim expired).
+//
+// A completion is sent once more after a lost connection (ARGV[5] = '1'):
+// the first may have landed, and then the value is completed with exactly
+// our TTL and record. Another holder's identical bytes would answer 1 as
+// well, which tells the caller nothing false: that same value is replayed.
 const COMPLETE: &str = r"
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+if not v then return -1 end
+if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
   redis.call('SET', KEYS[1], 'C' .. string.sub(v, 18, 49) .. ARGV[4] .. ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+if ARGV[5] == '1' and string.sub(v, 1, 1) == 'C' and string.sub(v, 34) == ARGV[4] .. ARGV[2] then
   return 1
 end
 return 0
@@ -38,7 +49,8 @@ return 0
 
 const RELEASE: &str = r"
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+if not v then return -1 end
+if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
   redis.call('DEL', KEYS[1])
   return 1
 end
@@ -47,7 +59,8 @@ return 0
 
 const RENEW: &str = r"
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+if not v then return -1 end
+if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
@@ -436,18 +449,18 @@ impl RedisStore {
         script: &Script,
         key: &RecordKey,
         args: &[&[u8]],
-    ) -> Result<T, StoreError> {
+    ) -> redis::RedisResult<T> {
         let mut invocation = script.prepare_invoke();
         invocation.key(self.redis_key(key));
         for arg in args {
             invocation.arg(*arg);
         }
         match &self.conn {
-            Conn::Single(conn) => invoke_on(&invocation, &mut conn.clone()).await,
-            Conn::Cluster(conn) => invoke_on(&invocation, &mut conn.clone()).await,
+            Conn::Single(conn) => invocation.invoke_async(&mut conn.clone()).await,
+            Conn::Cluster(conn) => invocation.invoke_async(&mut conn.clone()).await,
             Conn::Sentinel(followed) => {
                 followed
-                    .send(async |mut manager| invoke_on(&invocation, &mut manager).await)
+                    .send(async |mut manager| invocation.invoke_async(&mut manager).await)
                     .await
             }
         }
@@ -512,16 +525,38 @@ impl RedisStore {
         key: &RecordKey,
         args: &[&[u8]],
     ) -> Result<Fence, StoreError> {
-        let held: i64 = self.invoke(script, key, args).await?;
-        Ok(if held == 1 { Fence::Held } else { Fence::Lost })
+        let answer = self.invoke(script, key, args).await.map_err(store_error)?;
+        Ok(fence(answer))
+    }
+
+    /// The completion, sent once more when the connection was lost before
+    /// its answer came: the first may have landed (see `COMPLETE`).
+    async fn complete_once_more(
+        &self,
+        key: &RecordKey,
+        args: [&[u8]; 4],
+    ) -> Result<Fence, StoreError> {
+        let [token, record, px, ttl] = args;
+        let first = [token, record, px, ttl, b"0".as_slice()];
+        match self.invoke(&self.scripts.complete, key, &first).await {
+            Ok(answer) => Ok(fence(answer)),
+            Err(err) if err.is_io_error() || err.is_connection_dropped() => {
+                tracing::debug!(error = %err, "idem: Redis connection lost during a completion; sending it again");
+                let again = [token, record, px, ttl, b"1".as_slice()];
+                self.fenced(&self.scripts.complete, key, &again).await
+            }
+            Err(err) => Err(store_error(err)),
+        }
     }
 }
 
-async fn invoke_on<T: redis::FromRedisValue>(
-    invocation: &redis::ScriptInvocation<'_>,
-    conn: &mut (impl ConnectionLike + Send),
-) -> Result<T, StoreError> {
-    invocation.invoke_async(conn).await.map_err(store_error)
+/// A fenced script's answer: 1 ours, 0 another caller's, -1 gone.
+fn fence(answer: i64) -> Fence {
+    match answer {
+        1 => Fence::Held,
+        0 => Fence::Lost,
+        _ => Fence::Expired,
+    }
 }
 
 /// Whether Redis refused a write it would otherwise take: out of memory
@@ -655,7 +690,7 @@ impl Store for RedisStore {
         let px = ttl.to_string();
         let args: [&[u8]; 4] = [&token.to_bytes(), record, px.as_bytes(), &ttl.to_be_bytes()];
         let Some(replicas) = &self.replicas else {
-            return self.fenced(&self.scripts.complete, key, &args).await;
+            return self.complete_once_more(key, args).await;
         };
         let mut pipe = redis::pipe();
         pipe.cmd("EVAL")
@@ -665,10 +700,11 @@ impl Store for RedisStore {
         for arg in args {
             pipe.arg(arg);
         }
+        pipe.arg("0");
         replicas.append(&mut pipe);
         let (held, acks): (i64, u32) = self.query(&pipe).await?;
         if held != 1 {
-            return Ok(Fence::Lost);
+            return Ok(fence(held));
         }
         replicas.check(acks, "completion")?;
         Ok(Fence::Held)

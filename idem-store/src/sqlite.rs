@@ -64,6 +64,13 @@ macro_rules! held {
     };
 }
 
+/// Whether anyone holds or completed the key, asked after a fenced step
+/// found no claim of ours: to tell a takeover from an expired claim.
+const LIVE: &str = concat!(
+    "SELECT 1 FROM idem_records WHERE key = ?1 AND expires_at > ",
+    now_ms!()
+);
+
 const COMPLETE: &str = concat!(
     "UPDATE idem_records SET record = ?3, expires_at = ",
     now_ms!(),
@@ -217,13 +224,22 @@ impl SqliteStore {
 
     async fn fenced<'q>(
         &self,
+        key: &RecordKey,
         query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
     ) -> Result<Fence, StoreError> {
         let done = query.execute(&self.pool).await.map_err(err)?;
-        Ok(if done.rows_affected() == 0 {
+        if done.rows_affected() != 0 {
+            return Ok(Fence::Held);
+        }
+        let live = sqlx::query(LIVE)
+            .bind(&key.as_bytes()[..])
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err)?;
+        Ok(if live.is_some() {
             Fence::Lost
         } else {
-            Fence::Held
+            Fence::Expired
         })
     }
 }
@@ -315,6 +331,7 @@ impl Store for SqliteStore {
     ) -> Result<Fence, StoreError> {
         let token = token.to_bytes();
         self.fenced(
+            key,
             sqlx::query(COMPLETE)
                 .bind(&key.as_bytes()[..])
                 .bind(&token[..])
@@ -327,6 +344,7 @@ impl Store for SqliteStore {
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
         let token = token.to_bytes();
         self.fenced(
+            key,
             sqlx::query(RELEASE)
                 .bind(&key.as_bytes()[..])
                 .bind(&token[..]),
@@ -342,6 +360,7 @@ impl Store for SqliteStore {
     ) -> Result<Fence, StoreError> {
         let token = token.to_bytes();
         self.fenced(
+            key,
             sqlx::query(RENEW)
                 .bind(&key.as_bytes()[..])
                 .bind(&token[..])

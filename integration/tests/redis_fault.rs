@@ -5,6 +5,8 @@
 
 #[path = "support/redis_server.rs"]
 mod redis_server;
+#[path = "support/turn_proxy.rs"]
+mod turn_proxy;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -14,6 +16,7 @@ use idem::{
     Claim, ClaimOutcome, Error, Fence, Idempotency, RecordKey, RedisStore, Store, StoreError, Token,
 };
 use redis_server::PrivateRedis;
+use turn_proxy::TurnProxy;
 
 /// Counts what the store granted: claims won and completions that held.
 struct Audited {
@@ -353,4 +356,50 @@ async fn a_full_redis_still_replays_completed_records() {
         panic!("{fresh:?}")
     };
     assert!(err.to_string().contains("OOM"), "{err}");
+}
+
+/// A completion that reached Redis but whose answer was lost with its
+/// connection is sent once more on a new one; it finds its own record and
+/// holds, so the caller gets its value and a duplicate replays it. (Before,
+/// the caller got `Error::Store` although the body ran and the record was
+/// stored.) A lost claim answer still fails closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_whose_answer_was_lost_is_sent_again() {
+    let server = PrivateRedis::start(&[]);
+    let proxy =
+        Arc::new(TurnProxy::start(server.url().trim_start_matches("redis://").to_owned()).await);
+    let store = RedisStore::builder()
+        .connection_timeout(Duration::from_millis(500))
+        .response_timeout(Duration::from_secs(2))
+        .connect(&format!("redis://{}", proxy.addr))
+        .await
+        .unwrap();
+    let idem = Idempotency::new(store);
+    let runs = Arc::new(AtomicUsize::new(0));
+    for key in 0..5 {
+        let (proxy, runs) = (proxy.clone(), runs.clone());
+        let first: Result<String, Error> = idem
+            .call("cut", &key)
+            .run(|| async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                // The next answer on the wire is the completion's.
+                proxy.cut_next_answer();
+                Ok(format!("value {key}"))
+            })
+            .await;
+        assert_eq!(first.unwrap(), format!("value {key}"));
+        let replay: Result<String, Error> = idem
+            .call("cut", &key)
+            .run(|| async { panic!("must replay") })
+            .await;
+        assert_eq!(replay.unwrap(), format!("value {key}"));
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 5);
+
+    proxy.cut_next_answer();
+    let claim_cut: Result<String, Error> = idem
+        .call("cut", "claim")
+        .run(|| async { panic!("a claim without an answer must not run the body") })
+        .await;
+    assert!(matches!(claim_cut, Err(Error::Store(_))), "{claim_cut:?}");
 }

@@ -94,6 +94,9 @@ pub(super) struct Sql {
     pub complete_locked: String,
     pub release_locked: String,
     pub purge: String,
+    /// Whether anyone holds or completed a key: asked only after a fenced
+    /// step found no claim of ours, to tell a takeover from an expiry.
+    pub live: String,
 }
 
 /// The fence shared by complete, release and renew: the row is our
@@ -142,6 +145,9 @@ impl Sql {
             ),
             renew: format!(
                 "UPDATE {t} SET expires_at = statement_timestamp() + $3 * interval '1 microsecond' WHERE {HELD}"
+            ),
+            live: format!(
+                "SELECT EXISTS (SELECT 1 FROM {t} WHERE key = $1 AND expires_at > statement_timestamp())"
             ),
             purge: format!(
                 "DELETE FROM {t} WHERE key IN (SELECT key FROM {t} WHERE expires_at <= statement_timestamp() \

@@ -31,7 +31,7 @@ macro_rules! conformance_suite {
             changed_type_is_a_codec_error_with_both_names, child_key_is_stable_across_retries,
             empty_key_is_refused, oversized_value_settles_the_key,
             release_lets_the_next_caller_in, in_progress_reports_retry_after,
-            a_body_that_blocks_its_thread_keeps_its_lease,
+            a_body_that_blocks_its_thread_keeps_its_lease, a_lapsed_claim_is_lost_as_expired,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -420,6 +420,9 @@ pub async fn lease_expiry_allows_takeover_and_fences_the_late_holder(idem: Idemp
         .await;
     assert_eq!(second.unwrap(), "second");
     let first = stalled.await.unwrap();
+    // Whether the second caller had claimed before the first's
+    // completion arrived depends on scheduling (`taken_over` says which;
+    // `fencing_at_the_store` pins both answers); either way it is refused.
     assert!(matches!(first, Err(Error::LeaseLost { .. })), "{first:?}");
     let replay: Result<String, Error> = idem
         .call(&scope, "k")
@@ -430,6 +433,40 @@ pub async fn lease_expiry_allows_takeover_and_fences_the_late_holder(idem: Idemp
         "second",
         "the late holder overwrote the record"
     );
+}
+
+/// A holder that stalls past its lease while nobody else calls is told its
+/// claim expired, not that it was taken over; the key runs again.
+pub async fn a_lapsed_claim_is_lost_as_expired(idem: Idempotency) {
+    let scope = scope("lapsed");
+    let lease = Duration::from_millis(300);
+    let store = idem.store().clone();
+    let first: Result<String, Error> = idem
+        .call(&scope, "k")
+        .lease(lease)
+        .run_on(store.as_ref(), || async {
+            // Blocks this worker: no renewal can run.
+            std::thread::sleep(lease * 3);
+            Ok("first".to_owned())
+        })
+        .await;
+    let err = first.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LeaseLost {
+                taken_over: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("the claim expired"), "{err}");
+    let again: Result<String, Error> = idem
+        .call(&scope, "k")
+        .run(|| async { Ok("again".to_owned()) })
+        .await;
+    assert_eq!(again.unwrap(), "again");
 }
 
 pub async fn renewal_keeps_a_long_body_claimed(idem: Idempotency) {
@@ -551,6 +588,11 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
         other => panic!("expected in progress, got {other:?}"),
     }
     tokio::time::sleep(lease * 2).await;
+    // Lapsed with nobody holding the key: expired, not taken over.
+    assert_eq!(
+        store.renew(&key, first.token, lease).await.unwrap(),
+        Fence::Expired
+    );
     let second = new_claim(fp, Duration::from_secs(5));
     assert!(matches!(
         store.claim(&key, &second).await.unwrap(),

@@ -15,6 +15,7 @@ pub struct TurnProxy {
     pub addr: SocketAddr,
     turns: Arc<AtomicUsize>,
     stalled: Arc<AtomicBool>,
+    cut: Arc<AtomicBool>,
 }
 
 impl TurnProxy {
@@ -24,13 +25,16 @@ impl TurnProxy {
         let addr = listener.local_addr().unwrap();
         let turns = Arc::new(AtomicUsize::new(0));
         let stalled = Arc::new(AtomicBool::new(false));
+        let cut = Arc::new(AtomicBool::new(false));
         let counter = turns.clone();
         let stall = stalled.clone();
+        let cut_next = cut.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let upstream = upstream.clone();
                 let turns = counter.clone();
                 let stall = stall.clone();
+                let cut_next = cut_next.clone();
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(&upstream).await else {
                         return;
@@ -72,6 +76,11 @@ impl TurnProxy {
                             while stall.load(Ordering::SeqCst) {
                                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                             }
+                            // The server answered, but the connection dies
+                            // before the answer reaches the client.
+                            if cut_next.swap(false, Ordering::SeqCst) {
+                                break;
+                            }
                             if cw.write_all(&buf[..n]).await.is_err() {
                                 break;
                             }
@@ -86,7 +95,14 @@ impl TurnProxy {
             addr,
             turns,
             stalled,
+            cut,
         }
+    }
+
+    /// Drops the next answer the server sends, with its connection: the
+    /// request took effect, the client never hears so.
+    pub fn cut_next_answer(&self) {
+        self.cut.store(true, Ordering::SeqCst);
     }
 
     /// Holds back (`true`) or lets through (`false`) the server's answers,
