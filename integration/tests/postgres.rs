@@ -561,3 +561,62 @@ async fn a_stalled_server_fails_callers_within_the_response_timeout() {
     let after: Result<u8, Error> = idem.call("stall", "k2").run(|| async { Ok(2) }).await;
     assert_eq!(after.unwrap(), 2);
 }
+
+/// The server itself frozen (SIGSTOP on the postmaster and every backend of
+/// a private server) for 3 s: callers fail within a bound (the response
+/// timeout on an open connection, the acquire timeout for a new one) with
+/// an error naming it rather than hanging for the stall; no body runs
+/// without a claim; once thawed (SIGCONT), the same store works again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigstopped_server_fails_callers_within_the_response_timeout() {
+    /// Thaws the server however the test ends, so that it can be stopped.
+    struct Frozen<'a>(&'a pg_server::PrivateServer);
+    impl Drop for Frozen<'_> {
+        fn drop(&mut self) {
+            self.0.pause(false);
+        }
+    }
+
+    let server = pg_server::PrivateServer::start();
+    let store = PostgresStore::builder()
+        .response_timeout(Duration::from_millis(500))
+        .acquire_timeout(Duration::from_millis(800))
+        .connect(&server.url())
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let idem = Idempotency::new(store);
+    let warm: Result<u8, Error> = idem.call("sigstop", "k0").run(|| async { Ok(0) }).await;
+    assert_eq!(warm.unwrap(), 0);
+
+    server.pause(true);
+    let frozen = Frozen(&server);
+    let started = Instant::now();
+    for key in 1..=3 {
+        let call = Instant::now();
+        let stalled: Result<u8, Error> = idem
+            .call("sigstop", &key)
+            .run(|| async { panic!("ran without a claim") })
+            .await;
+        let took = call.elapsed();
+        let Err(Error::Store(err)) = stalled else {
+            panic!("{stalled:?}")
+        };
+        let text = err.to_string();
+        assert!(
+            text.contains("response_timeout") || text.contains("acquire_timeout"),
+            "{text}"
+        );
+        assert!(text.contains("stalled or unreachable"), "{text}");
+        assert!(
+            took < Duration::from_millis(1500),
+            "call {key} took {took:?}"
+        );
+        println!("call {key} failed after {took:?}: {text}");
+    }
+    tokio::time::sleep(Duration::from_secs(3).saturating_sub(started.elapsed())).await;
+    drop(frozen);
+
+    let after: Result<u8, Error> = idem.call("sigstop", "k4").run(|| async { Ok(4) }).await;
+    assert_eq!(after.unwrap(), 4);
+}

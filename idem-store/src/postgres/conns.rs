@@ -75,7 +75,10 @@ impl Conns {
             Ok(Err(err)) => Err(StoreError::new("postgres", err)),
             Err(_) => Err(StoreError::new(
                 "postgres",
-                format!("connecting timed out after {:?}", self.acquire_timeout),
+                format!(
+                    "PostgreSQL did not accept a new connection within {:?} (acquire_timeout): the server is stalled or unreachable",
+                    self.acquire_timeout
+                ),
             )),
         }
     }

@@ -174,6 +174,25 @@ impl PrivateServer {
             .arg(pg_ctl(&self.bin, &self.dir, "stop -m fast -w")));
     }
 
+    /// Freezes (`true`) or thaws (`false`) the server and every backend with
+    /// SIGSTOP / SIGCONT: connections stay open, nothing answers.
+    pub fn pause(&self, paused: bool) {
+        let pid = std::fs::read_to_string(self.dir.join("data/postmaster.pid")).unwrap();
+        let pid = pid.lines().next().unwrap().trim().to_owned();
+        let signal = if paused { "STOP" } else { "CONT" };
+        // Children first on the way down, the postmaster first on the way up.
+        let children = format!("pkill -{signal} -P {pid}; true");
+        let postmaster = format!("kill -{signal} {pid}");
+        let order = if paused {
+            [children, postmaster]
+        } else {
+            [postmaster, children]
+        };
+        for step in order {
+            run(Command::new("sh").arg("-c").arg(step));
+        }
+    }
+
     /// Starts it again on the same port.
     pub fn restart(&self) {
         run(Command::new("sh")
