@@ -1,7 +1,9 @@
 //! Errors collected while parsing and checking, so the user sees all of
 //! them at once, each at its token.
 
-/// Collects errors, to report all of them together.
+/// Collects errors, to report all of them together. Like serde_derive's
+/// `Ctxt`, it must be consumed with [`finish`](Diagnostics::finish): an
+/// error dropped unreported would expand a fn the user got wrong.
 #[derive(Default)]
 pub(crate) struct Diagnostics {
     first: Option<syn::Error>,
@@ -15,7 +17,15 @@ impl Diagnostics {
         }
     }
 
-    pub(crate) fn finish(self) -> syn::Result<()> {
-        self.first.map_or(Ok(()), Err)
+    pub(crate) fn finish(mut self) -> syn::Result<()> {
+        self.first.take().map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Diagnostics {
+    fn drop(&mut self) {
+        if self.first.is_some() && !std::thread::panicking() {
+            panic!("idem-macros: collected errors were dropped without `finish`");
+        }
     }
 }

@@ -1,17 +1,24 @@
 //! The `#[idempotent]` attribute of [idem](https://docs.rs/idemkit).
 //!
-//! Use it through the facade, `idemkit` (`idem::idempotent` in code). This crate only
-//! parses the attribute into a typed model (`args`), checks the signature
-//! (`checks`) and expands it (`expand`) into calls on `::idem::__private`.
+//! Use it through the facade, `idemkit` (`idem::idempotent` in code). This
+//! crate parses the attribute's options (`args`) and the item (`parse`),
+//! resolves and checks them into a `Model` (`model`, with `return_type`,
+//! `detach` and `digest`), collecting every error (`diagnostics`), and
+//! expands the model in small generators (`expand`) into calls on
+//! `::idem::__private`, spanned at the user's tokens (`spans`).
 
 #![warn(missing_docs)]
 
 mod args;
-mod checks;
 mod detach;
 mod diagnostics;
+mod digest;
 mod duration;
 mod expand;
+mod model;
+mod parse;
+mod return_type;
+mod spans;
 
 use proc_macro::TokenStream;
 
@@ -90,7 +97,7 @@ use proc_macro::TokenStream;
 /// | --- | --- | --- |
 /// | `InProgress` | another call holds the key and `wait` ran out or is zero | 409 |
 /// | `FingerprintMismatch` | the key was used before with another payload | 422 |
-/// | `LeaseLost` | our claim expired and another call took over; our result was not stored | 409 |
+/// | `LeaseLost` | our claim's lease ran out before the body ended (`taken_over`: another call holds the key now, or it merely expired); our result was not stored | 409 |
 /// | `Store` | the store failed or is unreachable; the body did not run if the claim was not won | 503 |
 /// | `Codec` | a value cannot be encoded, or a stored one decoded | 500 |
 /// | `InvalidKey` | the key is not acceptable (empty) | 400 |
