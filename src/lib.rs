@@ -71,6 +71,7 @@ pub use idem_core::{
     StoreError, StoreErrorsIf, Token, async_trait, child_key, install, installed, queue,
     replay_errors, store_errors_if,
 };
+pub use idem_core::{StepId, step};
 pub use idem_macros::idempotent;
 
 #[cfg(feature = "memory")]

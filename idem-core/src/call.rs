@@ -7,13 +7,14 @@ use serde::{Serialize, de::DeserializeOwned};
 use tokio::time::Instant;
 
 use crate::cache::LocalCache;
+use crate::context::{Running, StepCall};
 use crate::handle::Inner;
 use crate::key::{self, KeyPart};
 use crate::record::{self, Outcome};
 use crate::renewal;
 use crate::{
     Claim, ClaimOutcome, Error, ErrorPolicy, Fence, Fingerprint, Idempotency, RecordKey,
-    ReleaseErrors, Store, Token,
+    ReleaseErrors, StepId, Store, Token,
 };
 
 /// How long a completed result is replayed, unless set: 24 hours.
@@ -338,7 +339,7 @@ impl<P> Call<P> {
         };
         let started = Instant::now();
         let mut backoff = FIRST_BACKOFF;
-        loop {
+        let finished = loop {
             let sent = Instant::now();
             match store.claim(&self.key, &claim).await {
                 Err(err) => {
@@ -348,9 +349,9 @@ impl<P> Call<P> {
                     }
                     return fresh(Err(Error::Store(err).into()));
                 }
-                Ok(ClaimOutcome::Won { took_over }) => {
-                    tracing::debug!(scope = %self.scope, key = %self.key.short(), took_over, "idem: claimed");
-                    break;
+                Ok(ClaimOutcome::Won { took_over, steps }) => {
+                    tracing::debug!(scope = %self.scope, key = %self.key.short(), took_over, steps = steps.len(), "idem: claimed");
+                    break steps;
                 }
                 Ok(ClaimOutcome::Completed {
                     fingerprint,
@@ -383,7 +384,7 @@ impl<P> Call<P> {
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }
-        }
+        };
 
         let mut guard = ClaimGuard {
             store,
@@ -392,7 +393,12 @@ impl<P> Call<P> {
             token,
             armed: true,
         };
-        let body = crate::context::scoped(self.key, body());
+        if !crate::step::steps_match(&finished, &self.fingerprint) {
+            guard.release().await;
+            return fresh(Err(self.mismatch().into()));
+        }
+        let running = self.running(&guard, token, finished);
+        let body = crate::context::scoped(running, body());
         let result = match &guard.on_drop {
             // A store the handle owns is renewed from a task of its own, so
             // a body that blocks its thread still keeps its lease.
@@ -451,6 +457,31 @@ impl<P> Call<P> {
                 tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: completion failed; the claim stays until its lease ends");
                 fresh(Err(Error::Store(err).into()))
             }
+        }
+    }
+
+    /// What the body's task knows of this call, for `child_key` and
+    /// `idem::step`.
+    fn running<S: Store + ?Sized>(
+        &self,
+        guard: &ClaimGuard<'_, S>,
+        token: Token,
+        finished: Vec<(StepId, bytes::Bytes)>,
+    ) -> Running {
+        let steps = guard.on_drop.clone().map(|store| StepCall {
+            store,
+            token,
+            scope: self.scope.clone(),
+            ttl: self.ttl,
+            limit: self.idem.inner.max_record_bytes,
+            version: self.version,
+            fingerprint: self.fingerprint,
+            finished,
+            seen: Default::default(),
+        });
+        Running {
+            key: self.key,
+            steps,
         }
     }
 

@@ -1,12 +1,15 @@
 //! One process's store: sharded maps, a monotonic clock, bounded.
 
+mod steps;
+
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
 use idem_core::{
-    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
+    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, StepId, Store, StoreError, Token,
+    async_trait,
 };
 use tokio::time::Instant;
 
@@ -44,6 +47,7 @@ pub struct MemoryStore {
 struct Shard {
     entries: HashMap<RecordKey, Entry>,
     inserts: u32,
+    steps: steps::Steps,
 }
 
 struct Entry {
@@ -113,6 +117,7 @@ impl Shard {
             return Ok(());
         }
         self.entries.retain(|_, entry| entry.until > now);
+        self.steps.sweep(now);
         if self.entries.len() < limit {
             return Ok(());
         }
@@ -179,7 +184,10 @@ impl Store for MemoryStore {
                 until: now + claim.lease,
             },
         );
-        Ok(ClaimOutcome::Won { took_over })
+        Ok(ClaimOutcome::Won {
+            took_over,
+            steps: shard.steps.finished(key, now),
+        })
     }
 
     async fn complete(
@@ -228,5 +236,22 @@ impl Store for MemoryStore {
             }
             None => Fence::Lost,
         })
+    }
+
+    async fn save_step(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        step: StepId,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        if shard.held(key, token, now).is_none() {
+            return Ok(Fence::Lost);
+        }
+        shard.steps.save(key, step, value, now + ttl);
+        Ok(Fence::Held)
     }
 }

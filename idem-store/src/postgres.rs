@@ -3,6 +3,7 @@
 
 mod conns;
 mod sql;
+mod steps;
 mod tx;
 
 use std::sync::Arc;
@@ -10,7 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use idem_core::{
-    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
+    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, StepId, Store, StoreError, Token,
+    async_trait,
 };
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgRow};
 use sqlx::query::Query;
@@ -512,6 +514,20 @@ impl PostgresStore {
             };
             total += n;
             if n < batch as u64 {
+                break;
+            }
+        }
+        loop {
+            let deleted = self
+                .send(Want::RowsAffected, |_| {
+                    sqlx::query(&self.inner.sql.steps.purge).bind(batch)
+                })
+                .await?;
+            let Out::Rows(n) = deleted else {
+                unreachable!()
+            };
+            total += n;
+            if n < batch as u64 {
                 return Ok(total);
             }
         }
@@ -664,8 +680,10 @@ fn claim_outcome(row: &PgRow) -> Result<ClaimOutcome, StoreError> {
             Ok(Fingerprint::from_bytes(bytes))
         };
         Ok(match outcome {
-            sql::WON => ClaimOutcome::Won { took_over: false },
-            sql::TOOK_OVER => ClaimOutcome::Won { took_over: true },
+            sql::WON | sql::TOOK_OVER => ClaimOutcome::Won {
+                took_over: outcome == sql::TOOK_OVER,
+                steps: steps::parse(row.try_get(4)?)?,
+            },
             sql::IN_PROGRESS => ClaimOutcome::InProgress {
                 fingerprint: fingerprint()?,
                 retry_after: remaining()?,
@@ -739,6 +757,31 @@ impl Store for PostgresStore {
         Ok(self
             .send(Want::RowsAffected, |_| {
                 sql.renew_query(key.as_bytes(), &token, lease)
+            })
+            .await?
+            .fence())
+    }
+
+    async fn save_step(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        step: StepId,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let sql = &self.inner.sql.steps;
+        let token = token.to_bytes();
+        // Sent again after a lost connection: the first save may have
+        // landed, and saving the same value again changes nothing.
+        Ok(self
+            .send(Want::RowsAffected, |_| {
+                sqlx::query(&sql.save)
+                    .bind(&key.as_bytes()[..])
+                    .bind(&token[..])
+                    .bind(&step.as_bytes()[..])
+                    .bind(value)
+                    .bind(micros(ttl))
             })
             .await?
             .fence())

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use idem_core::{
-    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
+    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, StepId, Store, StoreError, Token,
+    async_trait,
 };
 use sqlx::Row;
 use sqlx::sqlite::{
@@ -50,7 +51,9 @@ const INSERT: &str = concat!(
     now_ms!(),
     " + ?4) ON CONFLICT (key) DO UPDATE SET token = excluded.token, fingerprint = excluded.fingerprint,",
     " record = NULL, expires_at = excluded.expires_at WHERE idem_records.expires_at <= ",
-    now_ms!()
+    now_ms!(),
+    // Whether the call has saved steps: only then does a won claim read them.
+    " RETURNING EXISTS (SELECT 1 FROM idem_steps WHERE call = ?1)"
 );
 
 /// The fence of complete, release and renew: the row is our unexpired
@@ -63,6 +66,8 @@ macro_rules! held {
         )
     };
 }
+
+mod steps;
 
 const COMPLETE: &str = concat!(
     "UPDATE idem_records SET record = ?3, expires_at = ",
@@ -168,6 +173,10 @@ impl SqliteStore {
             .await
             .map_err(err)?;
         sqlx::raw_sql(MIGRATE).execute(&pool).await.map_err(err)?;
+        sqlx::raw_sql(steps::MIGRATE)
+            .execute(&pool)
+            .await
+            .map_err(err)?;
         let file = FileIdentity::of(&path)?;
         Ok(SqliteStore { pool, file })
     }
@@ -197,6 +206,13 @@ impl SqliteStore {
                 .await
                 .map_err(err)?
                 .rows_affected();
+            total += n;
+            if n < PURGE_BATCH as u64 {
+                break;
+            }
+        }
+        loop {
+            let n = steps::purge(&self.pool, PURGE_BATCH).await?;
             total += n;
             if n < PURGE_BATCH as u64 {
                 return Ok(total);
@@ -255,7 +271,7 @@ impl Store for SqliteStore {
         if let Some(file) = &self.file {
             file.check()?;
         }
-        let key = &key.as_bytes()[..];
+        let (record_key, key) = (key, &key.as_bytes()[..]);
         let token = claim.token.to_bytes();
         // Few turns: the row changes between the read and the write only
         // when another caller claims, completes or releases it meanwhile.
@@ -273,7 +289,10 @@ impl Store for SqliteStore {
                     let held_by: Vec<u8> = row.try_get(0).map_err(err)?;
                     let fp = fingerprint(row.try_get(1).map_err(err)?)?;
                     return Ok(match record {
-                        None if held_by == token => ClaimOutcome::Won { took_over: false },
+                        None if held_by == token => ClaimOutcome::Won {
+                            took_over: false,
+                            steps: steps::load(&self.pool, record_key).await?,
+                        },
                         None => ClaimOutcome::InProgress {
                             fingerprint: fp,
                             retry_after: remaining(left),
@@ -292,12 +311,17 @@ impl Store for SqliteStore {
                 .bind(&token[..])
                 .bind(&claim.fingerprint.as_bytes()[..])
                 .bind(millis(claim.lease))
-                .execute(&self.pool)
+                .fetch_optional(&self.pool)
                 .await
-                .map_err(err)?
-                .rows_affected();
-            if won == 1 {
-                return Ok(ClaimOutcome::Won { took_over });
+                .map_err(err)?;
+            if let Some(won) = won {
+                // Only a call that has saved steps pays a second statement.
+                let any: bool = won.try_get(0).map_err(err)?;
+                let steps = match any {
+                    true => steps::load(&self.pool, record_key).await?,
+                    false => Vec::new(),
+                };
+                return Ok(ClaimOutcome::Won { took_over, steps });
             }
         }
         Err(StoreError::new(
@@ -348,5 +372,21 @@ impl Store for SqliteStore {
                 .bind(millis(lease)),
         )
         .await
+    }
+
+    async fn save_step(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        step: StepId,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        Ok(
+            match steps::save(&self.pool, key, token, step, value, ttl).await? {
+                0 => Fence::Lost,
+                _ => Fence::Held,
+            },
+        )
     }
 }
