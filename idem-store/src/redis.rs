@@ -5,7 +5,9 @@
 //! fingerprint (32) + TTL (8 bytes, milliseconds, big-endian) + record once
 //! completed. The key's `PX` is the lease or the TTL, so Redis's clock
 //! decides expiry and an expired claim simply vanishes. Every step touches
-//! one key, so Redis Cluster routes it.
+//! one key, so Redis Cluster routes it. A call's recovery points
+//! (`idem::step`) live in a hash of their own in the record's hash slot
+//! (see `steps.rs`): the claim's pipeline reads it, a save writes it.
 
 mod eviction;
 mod replicas;
@@ -655,7 +657,7 @@ impl Store for RedisStore {
             .arg(millis(claim.lease))
             .arg("GET")
             .cmd("HGETALL")
-            .arg(self.steps_key(key)?);
+            .arg(self.steps_key(key));
         if let Some(replicas) = &self.replicas {
             replicas.append(&mut pipe);
             let (pttl, held, saved, acks): (i64, Option<Vec<u8>>, Steps, u32) =

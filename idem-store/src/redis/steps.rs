@@ -44,29 +44,36 @@ fn tags() -> &'static HashMap<Slot, u32> {
 }
 
 impl RedisStore {
-    /// The key of `key`'s steps: `prefix` + `s{tag}` + the hashed key, in
-    /// the record key's slot. A prefix with a hash tag of its own puts both
-    /// in its slot already; one with an unclosed `{` is refused.
-    pub(super) fn steps_key(&self, key: &RecordKey) -> Result<Vec<u8>, StoreError> {
-        let record_key = self.redis_key(key);
-        let slot = Slot::for_key(&record_key);
-        let mut tagged = self.prefix.clone();
-        tagged.extend_from_slice(format!("s{{{}}}", tags()[&slot]).as_bytes());
-        tagged.extend_from_slice(key.as_bytes());
-        if Slot::for_key(&tagged) == slot {
-            return Ok(tagged);
-        }
-        let mut plain = self.prefix.clone();
-        plain.extend_from_slice(b"s:");
-        plain.extend_from_slice(key.as_bytes());
-        if Slot::for_key(&plain) == slot {
-            return Ok(plain);
-        }
-        Err(StoreError::new(
-            "redis",
-            "the key prefix has an unclosed `{`, so a call's steps cannot be kept in its record's hash slot",
-        ))
+    /// The key of `key`'s steps, in its record key's slot.
+    pub(super) fn steps_key(&self, key: &RecordKey) -> Vec<u8> {
+        steps_key(&self.prefix, key)
     }
+}
+
+/// The key of `key`'s steps: `prefix` + `s{tag}` + the hashed key, the tag
+/// chosen so that it lands in the record key's slot. A prefix with a hash
+/// tag of its own puts both in its slot already. Under a prefix with an
+/// unclosed `{` (whose record keys hash by their own bytes), the tag goes
+/// first: `{tag}` + `prefix` + `s:` + the hashed key.
+fn steps_key(prefix: &[u8], key: &RecordKey) -> Vec<u8> {
+    let mut record_key = prefix.to_vec();
+    record_key.extend_from_slice(key.as_bytes());
+    let slot = Slot::for_key(&record_key);
+    let mut tagged = prefix.to_vec();
+    tagged.extend_from_slice(format!("s{{{}}}", tags()[&slot]).as_bytes());
+    tagged.extend_from_slice(key.as_bytes());
+    if Slot::for_key(&tagged) == slot {
+        return tagged;
+    }
+    let mut plain = prefix.to_vec();
+    plain.extend_from_slice(b"s:");
+    plain.extend_from_slice(key.as_bytes());
+    if Slot::for_key(&plain) == slot {
+        return plain;
+    }
+    let mut first = format!("{{{}}}", tags()[&slot]).into_bytes();
+    first.extend_from_slice(&plain);
+    first
 }
 
 /// The `HGETALL` answer of a won claim, as steps.
@@ -92,7 +99,7 @@ impl RedisStore {
         value: &[u8],
         ttl: std::time::Duration,
     ) -> Result<Fence, StoreError> {
-        let keys = [self.redis_key(key), self.steps_key(key)?];
+        let keys = [self.redis_key(key), self.steps_key(key)];
         let px = super::millis(ttl).to_string();
         let args: [&[u8]; 4] = [&token.to_bytes(), step.as_bytes(), value, px.as_bytes()];
         let held: i64 = match &self.replicas {
@@ -139,6 +146,38 @@ impl RedisStore {
                     .send(async |mut manager| invoke_on(invocation, &mut manager).await)
                     .await
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_share_the_record_slot_under_any_prefix() {
+        for prefix in [&b"idem:"[..], b"", b"idem:{billing}:", b"{x}", b"a}b:"] {
+            for n in 0..2_000u32 {
+                // Hashed keys are arbitrary bytes: some hold `{` or `}`.
+                let key = RecordKey::new(&"scope", &n);
+                let mut record_key = prefix.to_vec();
+                record_key.extend_from_slice(key.as_bytes());
+                let steps = steps_key(prefix, &key);
+                assert!(steps.starts_with(prefix));
+                assert_ne!(steps, record_key);
+                assert_eq!(Slot::for_key(&steps), Slot::for_key(&record_key));
+            }
+        }
+    }
+
+    #[test]
+    fn an_unclosed_brace_in_the_prefix_puts_the_tag_first() {
+        for n in 0..2_000u32 {
+            let key = RecordKey::new(&"s", &n);
+            let mut record_key = b"idem:{".to_vec();
+            record_key.extend_from_slice(key.as_bytes());
+            let steps = steps_key(b"idem:{", &key);
+            assert_eq!(Slot::for_key(&steps), Slot::for_key(&record_key));
         }
     }
 }
