@@ -397,16 +397,19 @@ impl<P> Call<P> {
             guard.release().await;
             return fresh(Err(self.mismatch().into()));
         }
-        let running = self.running(&guard, token, finished);
+        // One copy of the scope for the renewer and the steps, made only
+        // for a store the handle owns.
+        let shared: Option<Arc<str>> = guard.on_drop.as_ref().map(|_| self.scope.as_str().into());
+        let running = self.running(&guard, token, finished, shared.clone());
         let body = crate::context::scoped(running, body());
-        let result = match &guard.on_drop {
+        let result = match shared {
             // A store the handle owns is renewed from a task of its own, so
             // a body that blocks its thread still keeps its lease.
-            Some(_) => {
+            Some(scope) => {
                 let inner = &self.idem.inner;
                 let _renewed = inner
                     .renewer
-                    .register(inner, self.key, token, claim.lease, &self.scope)
+                    .register(inner, self.key, token, claim.lease, scope)
                     .await;
                 body.await
             }
@@ -467,18 +470,23 @@ impl<P> Call<P> {
         guard: &ClaimGuard<'_, S>,
         token: Token,
         finished: Vec<(StepId, bytes::Bytes)>,
+        scope: Option<Arc<str>>,
     ) -> Running {
-        let steps = guard.on_drop.clone().map(|store| StepCall {
-            store,
-            token,
-            scope: self.scope.clone(),
-            ttl: self.ttl,
-            limit: self.idem.inner.max_record_bytes,
-            version: self.version,
-            fingerprint: self.fingerprint,
-            finished,
-            seen: Default::default(),
-        });
+        let steps = guard
+            .on_drop
+            .clone()
+            .zip(scope)
+            .map(|(store, scope)| StepCall {
+                store,
+                token,
+                scope,
+                ttl: self.ttl,
+                limit: self.idem.inner.max_record_bytes,
+                version: self.version,
+                fingerprint: self.fingerprint,
+                finished,
+                seen: Default::default(),
+            });
         Running {
             key: self.key,
             steps,

@@ -23,7 +23,7 @@ pub(crate) struct Running {
 pub(crate) struct StepCall {
     pub store: Arc<dyn Store>,
     pub token: Token,
-    pub scope: String,
+    pub scope: Arc<str>,
     pub ttl: Duration,
     pub limit: usize,
     pub version: u32,

@@ -149,7 +149,7 @@ where
         Ok(Fence::Lost) => {
             tracing::warn!(key = %key.short(), "idem: lease lost; step not saved");
             Err(Error::LeaseLost {
-                scope: call.scope,
+                scope: call.scope.to_string(),
                 key: key.short(),
             }
             .into())
@@ -236,7 +236,7 @@ pub(crate) struct Prepared {
     limit: usize,
     version: u32,
     fingerprint: Fingerprint,
-    scope: String,
+    scope: std::sync::Arc<str>,
 }
 
 impl StepCall {
