@@ -323,3 +323,26 @@ async fn dying_worker() {
     // Dies between the effect and the commit.
     std::process::abort();
 }
+
+/// A recovery point inside a transactional call is refused: a step saved
+/// in the caller's transaction would roll back with it, so it could not
+/// outlive the failure it is meant to survive.
+#[tokio::test]
+async fn a_step_in_a_transactional_call_is_refused() {
+    let f = fixture("tx_step").await;
+    let mut tx = f.pool.begin().await.unwrap();
+    let out: Result<Order, Error> = f
+        .store
+        .in_transaction(&mut tx, f.idem.call("orders", "o-step"))
+        .run(async |conn| {
+            let order = insert_order(conn, &f.orders, "o-step", "sku-1").await;
+            idem::step("confirm", || async { Ok::<_, Error>(order) }).await
+        })
+        .await;
+    let Err(Error::InvalidStep { reason, .. }) = out else {
+        panic!("expected InvalidStep, got {out:?}")
+    };
+    assert!(reason.contains("transaction"), "{reason}");
+    tx.rollback().await.unwrap();
+    assert_eq!(f.orders().await, 0);
+}
