@@ -29,7 +29,9 @@ const DEFAULT_MAX_RECORDS: usize = 1_000_000;
 /// when a shard is full, expired records go first, then the completed
 /// records closest to expiry (a sixteenth of the shard at a time);
 /// in-progress claims are never evicted, and a shard full of them refuses
-/// new claims with `Error::Store`.
+/// new claims with `Error::Store`. The saved steps of calls
+/// (`idem::step`) are bounded alike, apart: past the bound, the call whose
+/// steps expire first loses them (and would resume from its start).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -251,7 +253,8 @@ impl Store for MemoryStore {
         if shard.held(key, token, now).is_none() {
             return Ok(Fence::Lost);
         }
-        shard.steps.save(key, step, value, now + ttl);
+        let limit = self.per_shard;
+        shard.steps.save(key, step, value, now + ttl, limit);
         Ok(Fence::Held)
     }
 }

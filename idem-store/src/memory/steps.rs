@@ -33,8 +33,31 @@ impl Steps {
         })
     }
 
-    /// Saves (or replaces) one step of `key`.
-    pub(super) fn save(&mut self, key: &RecordKey, id: StepId, value: &[u8], until: Instant) {
+    /// Saves (or replaces) one step of `key`. At most `limit` calls keep
+    /// steps: past it, expired ones go, then the call whose steps expire
+    /// first (it resumes from the start).
+    pub(super) fn save(
+        &mut self,
+        key: &RecordKey,
+        id: StepId,
+        value: &[u8],
+        until: Instant,
+        limit: usize,
+    ) {
+        if !self.calls.contains_key(key) && self.calls.len() >= limit {
+            let now = Instant::now();
+            self.sweep(now);
+            if self.calls.len() >= limit {
+                let first = self
+                    .calls
+                    .iter()
+                    .map(|(call, saved)| (saved.iter().map(|s| s.until).max(), *call))
+                    .min();
+                if let Some((_, call)) = first {
+                    self.calls.remove(&call);
+                }
+            }
+        }
         let saved = self.calls.entry(*key).or_default();
         saved.retain(|step| step.id != id);
         saved.push(Saved {
