@@ -38,6 +38,8 @@
 //! - [`Idempotency::call`]: the same runtime without the macro, and
 //!   [`Call::run_detached`] for bodies that must run on when their caller
 //!   goes away.
+//! - [`step`]: recovery points inside a body of several effects, so a
+//!   retried call resumes after its last finished step.
 //! - The stores, one feature each: [`MemoryStore`] (`memory`, default),
 //!   `RedisStore` (`redis`), `PostgresStore` and [`postgres`]'s
 //!   transactional mode (`postgres`), `SqliteStore` (`sqlite`); your own
@@ -55,6 +57,7 @@
 //! | `Store` | the store failed or is unreachable; the body did not run if the claim was not won | 503 |
 //! | `Codec` | a value cannot be encoded, or a stored one decoded | 500 |
 //! | `InvalidKey` | the key is not acceptable (empty) | 400 |
+//! | `InvalidStep` | [`step`] outside an idempotent body, inside another step, a name used twice, or under `run_on` | 500 |
 //! | `NotConfigured` | no `store = …` and no [`install`] | 500 |
 //!
 //! The crate is published as `idemkit`; its library is named `idem`
