@@ -480,7 +480,7 @@ impl PostgresStore {
         tx.commit().await
     }
 
-    /// Deletes expired records and claims, in statements of at most
+    /// Deletes expired records, claims and steps, in statements of at most
     /// [`purge_batch`](PostgresStoreBuilder::purge_batch) rows (rows locked
     /// by a running claim are skipped), and returns how many it deleted.
     /// Expired rows are already ignored by every step; this only reclaims

@@ -181,7 +181,7 @@ impl SqliteStore {
         Ok(SqliteStore { pool, file })
     }
 
-    /// Deletes expired records and claims, in statements of at most 5,000
+    /// Deletes expired records, claims and steps, in statements of at most 5,000
     /// rows, and returns how many it deleted. Expired rows are already
     /// ignored by every step; this only reclaims space. Run it now and
     /// then:
