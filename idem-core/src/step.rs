@@ -130,6 +130,7 @@ where
     let mut guard = Entered { id, done: false };
     if let Some(stored) = stored {
         guard.done = true;
+        tracing::debug!(key = %key.short(), step = %key::describe(&name), "idem: step replayed");
         return replay(&stored, call.version).map_err(|err| Error::Codec(err).into());
     }
     let value = IN_STEP.scope((), body()).await?;
@@ -144,6 +145,7 @@ where
     {
         Ok(Fence::Held) => {
             guard.done = true;
+            tracing::debug!(key = %key.short(), step = %key::describe(&name), "idem: step saved");
             Ok(value)
         }
         Ok(Fence::Lost) => {
