@@ -130,7 +130,7 @@ where
     let mut guard = Entered { id, done: false };
     if let Some(stored) = stored {
         guard.done = true;
-        tracing::debug!(key = %key.short(), step = %key::describe(&name), "idem: step replayed");
+        tracing::debug!(scope = %call.scope, key = %key.short(), step = %key::describe(&name), "idem: step replayed");
         return replay(&stored, call.version).map_err(|err| Error::Codec(err).into());
     }
     let value = IN_STEP.scope((), body()).await?;
@@ -145,11 +145,11 @@ where
     {
         Ok(Fence::Held) => {
             guard.done = true;
-            tracing::debug!(key = %key.short(), step = %key::describe(&name), "idem: step saved");
+            tracing::debug!(scope = %call.scope, key = %key.short(), step = %key::describe(&name), "idem: step saved");
             Ok(value)
         }
         Ok(Fence::Lost) => {
-            tracing::warn!(key = %key.short(), "idem: lease lost; step not saved");
+            tracing::warn!(scope = %call.scope, key = %key.short(), "idem: lease lost; step not saved");
             Err(Error::LeaseLost {
                 scope: call.scope.to_string(),
                 key: key.short(),
@@ -157,7 +157,7 @@ where
             .into())
         }
         Err(err) => {
-            tracing::warn!(key = %key.short(), error = %err, "idem: step not saved");
+            tracing::warn!(scope = %call.scope, key = %key.short(), error = %err, "idem: step not saved");
             Err(Error::Store(err).into())
         }
     }
