@@ -248,7 +248,10 @@ impl<P> Call<P> {
     /// local cache is not used (a record completed inside a transaction
     /// may yet roll back), and a call dropped while its body runs does not
     /// release its claim (nothing `'static` to hand the release to): the
-    /// claim ends with the transaction or its lease.
+    /// claim ends with the transaction or its lease. Recovery points
+    /// ([`idem::step`](crate::step)) are refused in such a call
+    /// (`Error::InvalidStep`): a step saved in the caller's transaction
+    /// would roll back with it.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
