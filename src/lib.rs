@@ -57,7 +57,7 @@
 //! | `Store` | the store failed or is unreachable; the body did not run if the claim was not won | 503 |
 //! | `Codec` | a value cannot be encoded, or a stored one decoded | 500 |
 //! | `InvalidKey` | the key is not acceptable (empty) | 400 |
-//! | `InvalidStep` | [`step`] outside an idempotent body, inside another step, a name used twice, or under `run_on` | 500 |
+//! | `InvalidStep` | [`step`] outside an idempotent body, inside another step, a name used twice, or where the store cannot keep steps (`run_on`, a transaction) | 500 |
 //! | `NotConfigured` | no `store = …` and no [`install`] | 500 |
 //!
 //! The crate is published as `idemkit`; its library is named `idem`

@@ -475,11 +475,8 @@ impl<P> Call<P> {
         finished: Vec<(StepId, bytes::Bytes)>,
         scope: Option<Arc<str>>,
     ) -> Running {
-        let steps = guard
-            .on_drop
-            .clone()
-            .zip(scope)
-            .map(|(store, scope)| StepCall {
+        let steps = match (guard.on_drop.clone(), scope) {
+            (Some(store), Some(scope)) if store.records_steps() => Ok(StepCall {
                 store,
                 token,
                 scope,
@@ -489,7 +486,10 @@ impl<P> Call<P> {
                 fingerprint: self.fingerprint,
                 finished,
                 seen: Default::default(),
-            });
+            }),
+            (Some(_), _) => Err(crate::step::UNSUPPORTED),
+            (None, _) => Err(crate::step::BORROWED),
+        };
         Running {
             key: self.key,
             steps,

@@ -14,9 +14,10 @@ tokio::task_local! {
 /// What a running body's task knows of its call.
 pub(crate) struct Running {
     pub key: RecordKey,
-    /// `None` when the call runs on a borrowed store (`run_on`), which
-    /// cannot be reached from the body to save steps.
-    pub steps: Option<StepCall>,
+    /// Why steps are refused in this call, when they are: a borrowed store
+    /// (`run_on`), which the body cannot reach, or one that does not
+    /// record steps.
+    pub steps: Result<StepCall, &'static str>,
 }
 
 /// What [`step`](crate::step) needs to replay and save steps.

@@ -67,8 +67,9 @@ pub enum Error {
     InvalidOption(String),
     /// `idem::step` was used where it cannot work: outside a running
     /// idempotent body, inside another step, under a name a finished or
-    /// running step of the same call already used, or in a call run on a
-    /// borrowed store (`Call::run_on`).
+    /// running step of the same call already used, or in a call whose store
+    /// cannot keep steps (a borrowed one, `Call::run_on`, or a transaction's
+    /// handle). Refused before the step's body runs.
     #[error("idem::step `{step}` refused: {reason}")]
     InvalidStep {
         /// The step's name, as written.

@@ -53,7 +53,8 @@ impl std::fmt::Debug for StepId {
 const OUTSIDE: &str = "called outside a running idempotent body (`#[idempotent]` or `Call::run`)";
 const NESTED: &str = "called inside another step; steps do not nest";
 const TWICE: &str = "its name was already used by a finished or running step of this call; give each step its own name (e.g. `(\"line\", i)` in a loop)";
-const BORROWED: &str = "the call runs on a borrowed store (`Call::run_on`), which cannot record steps: a step saved inside the caller's transaction would roll back with it";
+pub(crate) const BORROWED: &str = "the call runs on a borrowed store (`Call::run_on`), which cannot record steps: a step saved inside the caller's transaction would roll back with it";
+pub(crate) const UNSUPPORTED: &str = "the call's store does not record steps (`Store::records_steps` is false): a transactional store, whose saved steps would roll back with its transaction, or one without `Store::save_step`";
 
 /// Runs one step of the running idempotent call, or replays it.
 ///
@@ -70,9 +71,11 @@ const BORROWED: &str = "the call runs on a borrowed store (`Call::run_on`), whic
 /// was in flight when its process died sends a downstream API the same key
 /// again when it reruns.
 ///
-/// `Err(Error::InvalidStep)` (converted into `E`), never a panic: outside
-/// an idempotent body, inside another step, for a name already used by a
-/// finished step of this call, or on a call run with `Call::run_on`.
+/// `Err(Error::InvalidStep)` (converted into `E`), before `body` runs, never
+/// a panic: outside an idempotent body, inside another step, for a name
+/// already used by a finished step of this call, or in a call whose store
+/// cannot keep steps (`Call::run_on`, a transaction's handle: see
+/// [`Store::records_steps`](crate::Store::records_steps)).
 /// A store failure while saving is `Error::Store`; a claim lost to another
 /// caller is `Error::LeaseLost`.
 ///
@@ -119,7 +122,7 @@ where
         return refuse(NESTED);
     }
     let entered = context::with_running(|running| {
-        let call = running.steps.as_ref().ok_or(BORROWED)?;
+        let call = running.steps.as_ref().map_err(|reason| *reason)?;
         enter(call, id).map(|stored| (running.key, call.prepared(), stored))
     });
     let (key, call, stored) = match entered {
@@ -192,7 +195,7 @@ impl Drop for Entered {
         }
         let id = self.id;
         context::with_running(|running| {
-            if let Some(call) = &running.steps {
+            if let Ok(call) = &running.steps {
                 let mut seen = call.seen.lock().unwrap_or_else(PoisonError::into_inner);
                 seen.retain(|seen| *seen != id);
             }

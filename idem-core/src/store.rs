@@ -162,8 +162,8 @@ pub trait Store: Send + Sync {
     /// completed record. One atomic step and one round trip, like the
     /// others.
     ///
-    /// The default refuses: a store that does not override it does not
-    /// record steps, and `idem::step` on it is an error.
+    /// The default refuses; a store that implements it also says so in
+    /// [`records_steps`](Store::records_steps).
     async fn save_step(
         &self,
         key: &RecordKey,
@@ -177,5 +177,15 @@ pub trait Store: Send + Sync {
             "store",
             "this store does not record steps (`Store::save_step` is not implemented)",
         ))
+    }
+
+    /// Whether this store saves steps with [`save_step`](Store::save_step)
+    /// and returns them with a won claim. `false` by default: then
+    /// `idem::step` in a call on this store is `Error::InvalidStep` before
+    /// the step's body runs, rather than an effect whose value cannot be
+    /// saved. A transactional store says `false` too: a step saved in the
+    /// transaction would roll back with it.
+    fn records_steps(&self) -> bool {
+        false
     }
 }

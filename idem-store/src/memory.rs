@@ -257,4 +257,8 @@ impl Store for MemoryStore {
         shard.steps.save(key, step, value, now + ttl, limit);
         Ok(Fence::Held)
     }
+
+    fn records_steps(&self) -> bool {
+        true
+    }
 }

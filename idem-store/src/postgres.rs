@@ -786,4 +786,8 @@ impl Store for PostgresStore {
             .await?
             .fence())
     }
+
+    fn records_steps(&self) -> bool {
+        true
+    }
 }

@@ -734,4 +734,8 @@ impl Store for RedisStore {
     ) -> Result<Fence, StoreError> {
         self.save_step_fenced(key, token, step, value, ttl).await
     }
+
+    fn records_steps(&self) -> bool {
+        true
+    }
 }

@@ -389,4 +389,8 @@ impl Store for SqliteStore {
             },
         )
     }
+
+    fn records_steps(&self) -> bool {
+        true
+    }
 }
