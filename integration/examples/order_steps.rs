@@ -256,17 +256,23 @@ async fn effect_count(effects: &Effects) -> Result<u64, String> {
     Ok(n as u64)
 }
 
+/// Each step's runs: (order, step) -> [(child key, worker)].
+type Runs = HashMap<(u32, String), Vec<(String, u32)>>;
+
+fn text(err: impl std::fmt::Display) -> String {
+    err.to_string()
+}
+
 /// Checks the effects against the rules and replays every order.
 async fn check(dir: &Path, orders: u32, kills: u32) -> Result<ChaosReport, String> {
     let effects = Effects::open(&dir.join("effects.db"), kills + 1, Duration::ZERO)
         .await
-        .map_err(|err| err.to_string())?;
+        .map_err(text)?;
     let rows = sqlx::query("SELECT order_id, step, child_key, worker FROM effects")
         .fetch_all(&effects.pool)
         .await
-        .map_err(|err| err.to_string())?;
-    // (order, step) -> [(child key, worker)]
-    let mut runs: HashMap<(u32, String), Vec<(String, u32)>> = HashMap::new();
+        .map_err(text)?;
+    let mut runs = Runs::new();
     for row in rows {
         let (order, step): (u32, String) = (row.get(0), row.get(1));
         runs.entry((order, step))
@@ -276,7 +282,7 @@ async fn check(dir: &Path, orders: u32, kills: u32) -> Result<ChaosReport, Strin
     let finished = sqlx::query("SELECT order_id, step, min(worker) FROM finished GROUP BY 1, 2")
         .fetch_all(&effects.pool)
         .await
-        .map_err(|err| err.to_string())?;
+        .map_err(text)?;
     let first_finished: HashMap<(u32, String), u32> = finished
         .into_iter()
         .map(|row| ((row.get(0), row.get(1)), row.get(2)))
@@ -287,16 +293,35 @@ async fn check(dir: &Path, orders: u32, kills: u32) -> Result<ChaosReport, Strin
         steps: runs.len(),
         ..ChaosReport::default()
     };
+    check_steps(&runs, &first_finished, &mut report)?;
+    if report.steps != orders as usize * 3 {
+        return Err(format!(
+            "{} steps ran, expected {}",
+            report.steps,
+            orders * 3
+        ));
+    }
+    count_resumed(&runs, &mut report);
+    replay_all(dir, &effects, &runs, &report).await?;
+    Ok(report)
+}
+
+/// The rules, step by step: a step runs again only in a new worker (once
+/// per kill it was in flight at, never twice in one process), always with
+/// the same child key, and never after it finished.
+fn check_steps(
+    runs: &Runs,
+    first_finished: &HashMap<(u32, String), u32>,
+    report: &mut ChaosReport,
+) -> Result<(), String> {
     let mut mid_step = std::collections::BTreeSet::new();
-    for ((order, step), ran) in &runs {
+    for ((order, step), ran) in runs {
         match ran.len() {
             1 => report.steps_run_once += 1,
             2 => report.steps_run_twice += 1,
             _ => report.steps_run_more += 1,
         }
         report.effects += ran.len();
-        // A step runs again only in a new worker: once per kill it was in
-        // flight at, never twice in one process.
         let workers: std::collections::BTreeSet<u32> = ran.iter().map(|(_, w)| *w).collect();
         if workers.len() != ran.len() {
             return Err(format!("order {order} step {step} ran twice in one worker"));
@@ -306,7 +331,7 @@ async fn check(dir: &Path, orders: u32, kills: u32) -> Result<ChaosReport, Strin
                 "order {order} step {step} got different child keys"
             ));
         }
-        let last = ran.iter().map(|(_, worker)| *worker).max().unwrap_or(0);
+        let last = workers.last().copied().unwrap_or(0);
         if let Some(&done) = first_finished.get(&(*order, step.clone()))
             && done < last
         {
@@ -315,17 +340,15 @@ async fn check(dir: &Path, orders: u32, kills: u32) -> Result<ChaosReport, Strin
             ));
         }
         // Every worker but the last to run it was killed while it ran.
-        mid_step.extend(ran.iter().map(|(_, worker)| *worker).filter(|w| *w != last));
-    }
-    if report.steps != orders as usize * 3 {
-        return Err(format!(
-            "{} steps ran, expected {}",
-            report.steps,
-            orders * 3
-        ));
+        mid_step.extend(workers.into_iter().filter(|w| *w != last));
     }
     report.kills_mid_step = mid_step.len() as u32;
-    for order in 0..orders {
+    Ok(())
+}
+
+/// Orders a kill cut between two steps, and in the middle of one.
+fn count_resumed(runs: &Runs, report: &mut ChaosReport) {
+    for order in 0..report.orders {
         let ran: Vec<&Vec<(String, u32)>> = ["reserve", "charge", "ship"]
             .iter()
             .filter_map(|step| runs.get(&(order, (*step).to_owned())))
@@ -338,16 +361,18 @@ async fn check(dir: &Path, orders: u32, kills: u32) -> Result<ChaosReport, Strin
             report.orders_resumed_between_steps += 1;
         }
     }
-    // Every order replays, with the effects' own child keys, running nothing.
-    let idem = Idempotency::new(
-        SqliteStore::open(dir.join("idem.db"))
-            .await
-            .map_err(|err| err.to_string())?,
-    );
-    for order in 0..orders {
-        let shipped = process(&idem, &effects, order)
-            .await
-            .map_err(|err| err.to_string())?;
+}
+
+/// Every order replays, with the effects' own child keys, running nothing.
+async fn replay_all(
+    dir: &Path,
+    effects: &Effects,
+    runs: &Runs,
+    report: &ChaosReport,
+) -> Result<(), String> {
+    let idem = Idempotency::new(SqliteStore::open(dir.join("idem.db")).await.map_err(text)?);
+    for order in 0..report.orders {
+        let shipped = process(&idem, effects, order).await.map_err(text)?;
         let key = &runs[&(order, "charge".to_owned())][0].0;
         if shipped.charge != format!("charge-{}", &key[..12]) {
             return Err(format!(
@@ -358,11 +383,11 @@ async fn check(dir: &Path, orders: u32, kills: u32) -> Result<ChaosReport, Strin
     let after: i64 = sqlx::query_scalar("SELECT count(*) FROM effects")
         .fetch_one(&effects.pool)
         .await
-        .map_err(|err| err.to_string())?;
+        .map_err(text)?;
     if after as usize != report.effects {
         return Err("the replay ran a step".into());
     }
-    Ok(report)
+    Ok(())
 }
 
 /// One order whose carrier is down on the first attempt.
