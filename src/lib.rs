@@ -38,6 +38,8 @@
 //! - [`Idempotency::call`]: the same runtime without the macro, and
 //!   [`Call::run_detached`] for bodies that must run on when their caller
 //!   goes away.
+//! - [`step`]: recovery points inside a body of several effects, so a
+//!   retried call resumes after its last finished step.
 //! - The stores, one feature each: [`MemoryStore`] (`memory`, default),
 //!   `RedisStore` (`redis`), `PostgresStore` and [`postgres`]'s
 //!   transactional mode (`postgres`), `SqliteStore` (`sqlite`); your own
@@ -55,6 +57,7 @@
 //! | `Store` | the store failed or is unreachable; the body did not run if the claim was not won | 503 |
 //! | `Codec` | a value cannot be encoded, or a stored one decoded | 500 |
 //! | `InvalidKey` | the key is not acceptable (empty) | 400 |
+//! | `InvalidStep` | [`step`] outside an idempotent body, inside another step, a name used twice, or where the store cannot keep steps (`run_on`, a transaction) | 500 |
 //! | `NotConfigured` | no `store = …` and no [`install`] | 500 |
 //!
 //! The crate is published as `idemkit`; its library is named `idem`
@@ -71,6 +74,7 @@ pub use idem_core::{
     StoreError, StoreErrorsIf, Token, async_trait, child_key, install, installed, queue,
     replay_errors, store_errors_if,
 };
+pub use idem_core::{StepId, step};
 pub use idem_macros::idempotent;
 
 #[cfg(feature = "memory")]

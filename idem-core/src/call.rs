@@ -7,13 +7,14 @@ use serde::{Serialize, de::DeserializeOwned};
 use tokio::time::Instant;
 
 use crate::cache::LocalCache;
+use crate::context::{Running, StepCall};
 use crate::handle::Inner;
 use crate::key::{self, KeyPart};
 use crate::record::{self, Outcome};
 use crate::renewal;
 use crate::{
     Claim, ClaimOutcome, Error, ErrorPolicy, Fence, Fingerprint, Idempotency, RecordKey,
-    ReleaseErrors, Store, Token,
+    ReleaseErrors, StepId, Store, Token,
 };
 
 /// How long a completed result is replayed, unless set: 24 hours.
@@ -247,7 +248,10 @@ impl<P> Call<P> {
     /// local cache is not used (a record completed inside a transaction
     /// may yet roll back), and a call dropped while its body runs does not
     /// release its claim (nothing `'static` to hand the release to): the
-    /// claim ends with the transaction or its lease.
+    /// claim ends with the transaction or its lease. Recovery points
+    /// ([`idem::step`](crate::step)) are refused in such a call
+    /// (`Error::InvalidStep`): a step saved in the caller's transaction
+    /// would roll back with it.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -338,7 +342,7 @@ impl<P> Call<P> {
         };
         let started = Instant::now();
         let mut backoff = FIRST_BACKOFF;
-        loop {
+        let finished = loop {
             let sent = Instant::now();
             match store.claim(&self.key, &claim).await {
                 Err(err) => {
@@ -348,9 +352,9 @@ impl<P> Call<P> {
                     }
                     return fresh(Err(Error::Store(err).into()));
                 }
-                Ok(ClaimOutcome::Won { took_over }) => {
-                    tracing::debug!(scope = %self.scope, key = %self.key.short(), took_over, "idem: claimed");
-                    break;
+                Ok(ClaimOutcome::Won { took_over, steps }) => {
+                    tracing::debug!(scope = %self.scope, key = %self.key.short(), took_over, steps = steps.len(), "idem: claimed");
+                    break steps;
                 }
                 Ok(ClaimOutcome::Completed {
                     fingerprint,
@@ -383,7 +387,7 @@ impl<P> Call<P> {
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }
-        }
+        };
 
         let mut guard = ClaimGuard {
             store,
@@ -392,15 +396,23 @@ impl<P> Call<P> {
             token,
             armed: true,
         };
-        let body = crate::context::scoped(self.key, body());
-        let result = match &guard.on_drop {
+        if !crate::step::steps_match(&finished, &self.fingerprint) {
+            guard.release().await;
+            return fresh(Err(self.mismatch().into()));
+        }
+        // One copy of the scope for the renewer and the steps, made only
+        // for a store the handle owns.
+        let shared: Option<Arc<str>> = guard.on_drop.as_ref().map(|_| self.scope.as_str().into());
+        let running = self.running(&guard, token, finished, shared.clone());
+        let body = crate::context::scoped(running, body());
+        let result = match shared {
             // A store the handle owns is renewed from a task of its own, so
             // a body that blocks its thread still keeps its lease.
-            Some(_) => {
+            Some(scope) => {
                 let inner = &self.idem.inner;
                 let _renewed = inner
                     .renewer
-                    .register(inner, self.key, token, claim.lease, &self.scope)
+                    .register(inner, self.key, token, claim.lease, scope)
                     .await;
                 body.await
             }
@@ -453,6 +465,36 @@ impl<P> Call<P> {
                 tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: completion failed; the claim stays until its lease ends");
                 fresh(Err(Error::Store(err).into()))
             }
+        }
+    }
+
+    /// What the body's task knows of this call, for `child_key` and
+    /// `idem::step`.
+    fn running<S: Store + ?Sized>(
+        &self,
+        guard: &ClaimGuard<'_, S>,
+        token: Token,
+        finished: Vec<(StepId, bytes::Bytes)>,
+        scope: Option<Arc<str>>,
+    ) -> Running {
+        let steps = match (guard.on_drop.clone(), scope) {
+            (Some(store), Some(scope)) if store.records_steps() => Ok(StepCall {
+                store,
+                token,
+                scope,
+                ttl: self.ttl,
+                limit: self.idem.inner.max_record_bytes,
+                version: self.version,
+                fingerprint: self.fingerprint,
+                finished,
+                seen: Default::default(),
+            }),
+            (Some(_), _) => Err(crate::step::UNSUPPORTED),
+            (None, _) => Err(crate::step::BORROWED),
+        };
+        Running {
+            key: self.key,
+            steps,
         }
     }
 

@@ -1,13 +1,47 @@
-//! The running call, for [`child_key`].
+//! The running call, for [`child_key`] and [`step`](crate::step).
 
-use crate::RecordKey;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::{Fingerprint, RecordKey, StepId, Store, Token};
 
 tokio::task_local! {
-    static CURRENT: RecordKey;
+    static CURRENT: Running;
 }
 
-pub(crate) async fn scoped<F: Future>(key: RecordKey, body: F) -> F::Output {
-    CURRENT.scope(key, body).await
+/// What a running body's task knows of its call.
+pub(crate) struct Running {
+    pub key: RecordKey,
+    /// Why steps are refused in this call, when they are: a borrowed store
+    /// (`run_on`), which the body cannot reach, or one that does not
+    /// record steps.
+    pub steps: Result<StepCall, &'static str>,
+}
+
+/// What [`step`](crate::step) needs to replay and save steps.
+pub(crate) struct StepCall {
+    pub store: Arc<dyn Store>,
+    pub token: Token,
+    pub scope: Arc<str>,
+    pub ttl: Duration,
+    pub limit: usize,
+    pub version: u32,
+    pub fingerprint: Fingerprint,
+    /// The steps an earlier attempt finished, as the claim returned them.
+    pub finished: Vec<(StepId, Bytes)>,
+    /// The steps this attempt has reached, so a name used twice is refused.
+    pub seen: Mutex<Vec<StepId>>,
+}
+
+pub(crate) async fn scoped<F: Future>(running: Running, body: F) -> F::Output {
+    CURRENT.scope(running, body).await
+}
+
+/// Runs `f` on the running call, or returns `None` outside one.
+pub(crate) fn with_running<R>(f: impl FnOnce(&Running) -> R) -> Option<R> {
+    CURRENT.try_with(f).ok()
 }
 
 /// A key for a downstream call, derived from the running idempotent call's
@@ -26,5 +60,5 @@ pub(crate) async fn scoped<F: Future>(key: RecordKey, body: F) -> F::Output {
 /// # }
 /// ```
 pub fn child_key(name: &str) -> Option<String> {
-    CURRENT.try_with(|key| key.child(name)).ok()
+    CURRENT.try_with(|running| running.key.child(name)).ok()
 }

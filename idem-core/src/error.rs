@@ -71,6 +71,18 @@ pub enum Error {
     /// the attribute are checked at compile time).
     #[error("invalid setting: {0}")]
     InvalidOption(String),
+    /// `idem::step` was used where it cannot work: outside a running
+    /// idempotent body, inside another step, under a name a finished or
+    /// running step of the same call already used, or in a call whose store
+    /// cannot keep steps (a borrowed one, `Call::run_on`, or a transaction's
+    /// handle). Refused before the step's body runs.
+    #[error("idem::step `{step}` refused: {reason}")]
+    InvalidStep {
+        /// The step's name, as written.
+        step: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
     /// No `store =` was given and no handle was installed.
     #[error(
         "no idempotency store configured: pass `store = …` or call `idem::install(…)` at startup"
@@ -86,7 +98,10 @@ impl Error {
             Error::FingerprintMismatch { .. } => 422,
             Error::InvalidKey(_) => 400,
             Error::Store(_) => 503,
-            Error::Codec(_) | Error::InvalidOption(_) | Error::NotConfigured => 500,
+            Error::Codec(_)
+            | Error::InvalidOption(_)
+            | Error::InvalidStep { .. }
+            | Error::NotConfigured => 500,
         }
     }
 }

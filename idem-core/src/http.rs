@@ -186,6 +186,12 @@ impl From<&Error> for Problem {
                 "Idempotency misconfigured",
                 "The server's idempotency settings for this request cannot work.",
             ),
+            Error::InvalidStep { .. } => Problem::new(
+                status,
+                "invalid-step",
+                "Recovery point misused",
+                "The server's handler used a recovery point (idem::step) where it cannot work.",
+            ),
             Error::NotConfigured => Problem::new(
                 status,
                 "not-configured",

@@ -164,6 +164,17 @@ impl RecordKey {
         ShortKey(*self)
     }
 
+    /// The identity of a step of this key's call, from its name (the call
+    /// itself is the store's key; this only tells its steps apart).
+    pub(crate) fn step_id<N: KeyPart + ?Sized>(name: &N) -> [u8; 16] {
+        let mut hasher = KeyHasher::new(b"idem/step/v1\0");
+        name.write_key(&mut hasher);
+        let digest: [u8; 32] = hasher.sha.finalize().into();
+        let mut id = [0; 16];
+        id.copy_from_slice(&digest[..16]);
+        id
+    }
+
     /// A key derived from this one and a name, for a downstream call.
     pub(crate) fn child(&self, name: &str) -> String {
         let mut hasher = KeyHasher::new(b"idem/child-key/v1\0");

@@ -33,6 +33,7 @@ mod policy;
 pub mod queue;
 mod record;
 mod renewal;
+mod step;
 mod store;
 
 pub use async_trait::async_trait;
@@ -43,6 +44,7 @@ pub use fingerprint::{Digester, Fingerprint, FingerprintError};
 pub use handle::{DEFAULT_MAX_RECORD_BYTES, Idempotency, IdempotencyBuilder, install, installed};
 pub use key::{KeyHasher, KeyPart, RecordKey, ShortKey};
 pub use policy::{ErrorPolicy, ReleaseErrors, StoreErrorsIf, replay_errors, store_errors_if};
+pub use step::{StepId, step};
 pub use store::{Claim, ClaimOutcome, Fence, Store, Token};
 
 #[doc(hidden)]

@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | `Ok`, first run or replay | `Ack` |
 //! | a stored `Err` (`errors = "replay"` or a predicate that says so), first run or replay | `Ack`: the answer is final |
-//! | a released `Err`, `Error::Store`, `Error::InProgress`, `Error::LeaseLost`, `Error::NotConfigured`, `Error::InvalidOption` | `Retry { after }`: negative ack with a delay |
+//! | a released `Err`, `Error::Store`, `Error::InProgress`, `Error::LeaseLost`, `Error::NotConfigured`, `Error::InvalidOption`, `Error::InvalidStep` | `Retry { after }`: negative ack with a delay |
 //! | `Error::FingerprintMismatch` (same id, other payload), `Error::Codec`, `Error::InvalidKey` | `Reject`: a poison message, dead-lettered, never retried |
 //!
 //! Three ways in:

@@ -64,14 +64,10 @@ impl Renewer {
         key: RecordKey,
         token: Token,
         lease: Duration,
-        scope: &str,
+        scope: Arc<str>,
     ) -> Registered<'_> {
         let due = Instant::now() + third(lease);
-        let running = Running {
-            lease,
-            due,
-            scope: scope.into(),
-        };
+        let running = Running { lease, due, scope };
         let earliest = {
             let mut claims = self.lock();
             claims.insert((key, token), running);

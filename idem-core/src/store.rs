@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::{Fingerprint, RecordKey, StoreError};
+use crate::{Fingerprint, RecordKey, StepId, StoreError};
 
 /// The fencing token of one claim. A fresh token is drawn for every claim
 /// attempt, so a takeover after lease expiry always holds a new token and a
@@ -54,6 +54,11 @@ pub enum ClaimOutcome {
         /// Whether an expired in-progress claim of another caller was taken
         /// over.
         took_over: bool,
+        /// The steps ([`idem::step`](crate::step)) an earlier attempt of
+        /// this call finished and saved with [`Store::save_step`], and that
+        /// have not expired: the resumed body replays them. Empty for a
+        /// fresh call, and for a store that does not record steps.
+        steps: Vec<(StepId, Bytes)>,
     },
     /// Another caller holds the key.
     InProgress {
@@ -168,4 +173,40 @@ pub trait Store: Send + Sync {
         token: Token,
         lease: Duration,
     ) -> Result<Fence, StoreError>;
+
+    /// Saves the value of one finished step of the in-progress call, if
+    /// `token` still holds its claim, to live `ttl` from now (or replaces
+    /// the step's earlier value). Steps outlive a release of the claim, so
+    /// the next claim that wins the key returns them in
+    /// [`ClaimOutcome::Won::steps`]; they expire on their own (no later
+    /// than a record completed after them) and are never returned with a
+    /// completed record. One atomic step and one round trip, like the
+    /// others.
+    ///
+    /// The default refuses; a store that implements it also says so in
+    /// [`records_steps`](Store::records_steps).
+    async fn save_step(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        step: StepId,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let _ = (key, token, step, value, ttl);
+        Err(StoreError::new(
+            "store",
+            "this store does not record steps (`Store::save_step` is not implemented)",
+        ))
+    }
+
+    /// Whether this store saves steps with [`save_step`](Store::save_step)
+    /// and returns them with a won claim. `false` by default: then
+    /// `idem::step` in a call on this store is `Error::InvalidStep` before
+    /// the step's body runs, rather than an effect whose value cannot be
+    /// saved. A transactional store says `false` too: a step saved in the
+    /// transaction would roll back with it.
+    fn records_steps(&self) -> bool {
+        false
+    }
 }

@@ -101,6 +101,7 @@ use proc_macro::TokenStream;
 /// | `Store` | the store failed or is unreachable; the body did not run if the claim was not won | 503 |
 /// | `Codec` | a value cannot be encoded, or a stored one decoded | 500 |
 /// | `InvalidKey` | the key is not acceptable (empty) | 400 |
+/// | `InvalidStep` | `idem::step` outside an idempotent body, inside another step, a name used twice, or where the store cannot keep steps (`run_on`, a transaction) | 500 |
 /// | `NotConfigured` | no `store = …` and no `idem::install` | 500 |
 ///
 /// Works on free `async fn`s, methods taking `&self`, `&mut self` or

@@ -1,12 +1,15 @@
 //! One process's store: sharded maps, a monotonic clock, bounded.
 
+mod steps;
+
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
 use idem_core::{
-    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
+    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, StepId, Store, StoreError, Token,
+    async_trait,
 };
 use tokio::time::Instant;
 
@@ -26,7 +29,9 @@ const DEFAULT_MAX_RECORDS: usize = 1_000_000;
 /// when a shard is full, expired records go first, then the completed
 /// records closest to expiry (a sixteenth of the shard at a time);
 /// in-progress claims are never evicted, and a shard full of them refuses
-/// new claims with `Error::Store`.
+/// new claims with `Error::Store`. The saved steps of calls
+/// (`idem::step`) are bounded alike, apart: past the bound, the call whose
+/// steps expire first loses them (and would resume from its start).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -44,6 +49,7 @@ pub struct MemoryStore {
 struct Shard {
     entries: HashMap<RecordKey, Entry>,
     inserts: u32,
+    steps: steps::Steps,
 }
 
 struct Entry {
@@ -113,6 +119,7 @@ impl Shard {
             return Ok(());
         }
         self.entries.retain(|_, entry| entry.until > now);
+        self.steps.sweep(now);
         if self.entries.len() < limit {
             return Ok(());
         }
@@ -184,7 +191,10 @@ impl Store for MemoryStore {
                 until: now + claim.lease,
             },
         );
-        Ok(ClaimOutcome::Won { took_over })
+        Ok(ClaimOutcome::Won {
+            took_over,
+            steps: shard.steps.finished(key, now),
+        })
     }
 
     async fn complete(
@@ -233,5 +243,27 @@ impl Store for MemoryStore {
             }
             Err(lost) => lost,
         })
+    }
+
+    async fn save_step(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        step: StepId,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let now = Instant::now();
+        let mut shard = self.shard(key);
+        if let Err(lost) = shard.held(key, token, now) {
+            return Ok(lost);
+        }
+        let limit = self.per_shard;
+        shard.steps.save(key, step, value, now + ttl, limit);
+        Ok(Fence::Held)
+    }
+
+    fn records_steps(&self) -> bool {
+        true
     }
 }

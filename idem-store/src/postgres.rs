@@ -3,6 +3,7 @@
 
 mod conns;
 mod sql;
+mod steps;
 mod tx;
 
 use std::sync::Arc;
@@ -10,7 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use idem_core::{
-    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
+    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, StepId, Store, StoreError, Token,
+    async_trait,
 };
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgRow};
 use sqlx::query::Query;
@@ -478,7 +480,7 @@ impl PostgresStore {
         tx.commit().await
     }
 
-    /// Deletes expired records and claims, in statements of at most
+    /// Deletes expired records, claims and steps, in statements of at most
     /// [`purge_batch`](PostgresStoreBuilder::purge_batch) rows (rows locked
     /// by a running claim are skipped), and returns how many it deleted.
     /// Expired rows are already ignored by every step; this only reclaims
@@ -505,6 +507,20 @@ impl PostgresStore {
             let deleted = self
                 .send(Want::RowsAffected, |_| {
                     sqlx::query(&self.inner.sql.purge).bind(batch)
+                })
+                .await?;
+            let Out::Rows(n) = deleted else {
+                unreachable!()
+            };
+            total += n;
+            if n < batch as u64 {
+                break;
+            }
+        }
+        loop {
+            let deleted = self
+                .send(Want::RowsAffected, |_| {
+                    sqlx::query(&self.inner.sql.steps.purge).bind(batch)
                 })
                 .await?;
             let Out::Rows(n) = deleted else {
@@ -683,8 +699,10 @@ fn claim_outcome(row: &PgRow) -> Result<ClaimOutcome, StoreError> {
             Ok(Fingerprint::from_bytes(bytes))
         };
         Ok(match outcome {
-            sql::WON => ClaimOutcome::Won { took_over: false },
-            sql::TOOK_OVER => ClaimOutcome::Won { took_over: true },
+            sql::WON | sql::TOOK_OVER => ClaimOutcome::Won {
+                took_over: outcome == sql::TOOK_OVER,
+                steps: steps::parse(row.try_get(4)?)?,
+            },
             sql::IN_PROGRESS => ClaimOutcome::InProgress {
                 fingerprint: fingerprint()?,
                 retry_after: remaining()?,
@@ -761,5 +779,34 @@ impl Store for PostgresStore {
             })
             .await?;
         self.fence(out, key).await
+    }
+
+    async fn save_step(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        step: StepId,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let sql = &self.inner.sql.steps;
+        let token = token.to_bytes();
+        // Sent again after a lost connection: the first save may have
+        // landed, and saving the same value again changes nothing.
+        let out = self
+            .send(Want::RowsAffected, |_| {
+                sqlx::query(&sql.save)
+                    .bind(&key.as_bytes()[..])
+                    .bind(&token[..])
+                    .bind(&step.as_bytes()[..])
+                    .bind(value)
+                    .bind(micros(ttl))
+            })
+            .await?;
+        self.fence(out, key).await
+    }
+
+    fn records_steps(&self) -> bool {
+        true
     }
 }

@@ -5,11 +5,14 @@
 //! fingerprint (32) + TTL (8 bytes, milliseconds, big-endian) + record once
 //! completed. The key's `PX` is the lease or the TTL, so Redis's clock
 //! decides expiry and an expired claim simply vanishes. Every step touches
-//! one key, so Redis Cluster routes it.
+//! one key, so Redis Cluster routes it. A call's recovery points
+//! (`idem::step`) live in a hash of their own in the record's hash slot
+//! (see `steps.rs`): the claim's pipeline reads it, a save writes it.
 
 mod eviction;
 mod replicas;
 mod sentinel;
+mod steps;
 
 use replicas::Replicas;
 
@@ -19,7 +22,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use idem_core::{
-    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
+    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, StepId, Store, StoreError, Token,
+    async_trait,
 };
 use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -111,6 +115,7 @@ struct Scripts {
     complete: Script,
     release: Script,
     renew: Script,
+    save_step: Script,
 }
 
 /// Settings of a [`RedisStore`]: key prefix and timeouts.
@@ -349,6 +354,7 @@ impl RedisStoreBuilder {
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
                 renew: Script::new(RENEW),
+                save_step: Script::new(steps::SAVE),
             },
         }
     }
@@ -455,6 +461,14 @@ impl RedisStore {
         for arg in args {
             invocation.arg(*arg);
         }
+        self.run_script(&invocation).await
+    }
+
+    /// A prepared script, on whichever connection this store has.
+    async fn run_script<T: redis::FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> redis::RedisResult<T> {
         match &self.conn {
             Conn::Single(conn) => invocation.invoke_async(&mut conn.clone()).await,
             Conn::Cluster(conn) => invocation.invoke_async(&mut conn.clone()).await,
@@ -608,7 +622,10 @@ fn remaining(pttl_ms: i64) -> Duration {
 /// completed record, or another caller's claim.
 fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<ClaimOutcome, StoreError> {
     let Some(held) = held else {
-        return Ok(ClaimOutcome::Won { took_over: false });
+        return Ok(ClaimOutcome::Won {
+            took_over: false,
+            steps: Vec::new(),
+        });
     };
     let held = Bytes::from(held);
     let left = remaining(pttl);
@@ -623,6 +640,23 @@ fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<ClaimOutcome, StoreError>
             retry_after: left,
         }),
         _ => Err(corrupt("unknown state")),
+    }
+}
+
+/// The fields of a call's steps hash.
+type Steps = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A won claim with the steps its pipeline read.
+fn with_steps(
+    outcome: Result<ClaimOutcome, StoreError>,
+    saved: Steps,
+) -> Result<ClaimOutcome, StoreError> {
+    match outcome? {
+        ClaimOutcome::Won { took_over, .. } => Ok(ClaimOutcome::Won {
+            took_over,
+            steps: steps::parse(saved)?,
+        }),
+        other => Ok(other),
     }
 }
 
@@ -652,6 +686,8 @@ impl Store for RedisStore {
         // value read was written after the `PTTL` ran and lives at least
         // its own stored TTL from then. The lifetime reported is the
         // smaller of the two, never later than the store's expiry.
+        // The `HGETALL` after it reads the call's saved steps in the same
+        // turn: if the `SET` won, no one else can save steps in between.
         let redis_key = self.redis_key(key);
         let mut pipe = redis::pipe();
         pipe.cmd("PTTL")
@@ -662,21 +698,27 @@ impl Store for RedisStore {
             .arg("NX")
             .arg("PX")
             .arg(millis(claim.lease))
-            .arg("GET");
+            .arg("GET")
+            .cmd("HGETALL")
+            .arg(self.steps_key(key));
         if let Some(replicas) = &self.replicas {
             replicas.append(&mut pipe);
-            let (pttl, held, acks): (i64, Option<Vec<u8>>, u32) = self.query(&pipe).await?;
+            let (pttl, held, saved, acks): (i64, Option<Vec<u8>>, Steps, u32) =
+                self.query(&pipe).await?;
             if held.is_none() {
                 replicas.check(acks, "claim")?;
             }
-            return claimed(pttl, held);
+            return with_steps(claimed(pttl, held), saved);
         }
-        let (pttl, held) = match self.query_raw(&pipe).await {
+        let (pttl, held, saved) = match self.query_raw(&pipe).await {
             Ok(answer) => answer,
-            Err(err) if refuses_writes(&err) => self.read_instead(&redis_key, err).await?,
+            Err(err) if refuses_writes(&err) => {
+                let (pttl, held) = self.read_instead(&redis_key, err).await?;
+                (pttl, held, Vec::new())
+            }
             Err(err) => return Err(store_error(err)),
         };
-        claimed(pttl, held)
+        with_steps(claimed(pttl, held), saved)
     }
 
     async fn complete(
@@ -724,5 +766,20 @@ impl Store for RedisStore {
         let px = millis(lease).to_string();
         let args: [&[u8]; 2] = [&token.to_bytes(), px.as_bytes()];
         self.fenced(&self.scripts.renew, key, &args).await
+    }
+
+    async fn save_step(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        step: StepId,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        self.save_step_fenced(key, token, step, value, ttl).await
+    }
+
+    fn records_steps(&self) -> bool {
+        true
     }
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use idem_core::{
-    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, Store, StoreError, Token, async_trait,
+    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, StepId, Store, StoreError, Token,
+    async_trait,
 };
 use sqlx::Row;
 use sqlx::sqlite::{
@@ -50,7 +51,9 @@ const INSERT: &str = concat!(
     now_ms!(),
     " + ?4) ON CONFLICT (key) DO UPDATE SET token = excluded.token, fingerprint = excluded.fingerprint,",
     " record = NULL, expires_at = excluded.expires_at WHERE idem_records.expires_at <= ",
-    now_ms!()
+    now_ms!(),
+    // Whether the call has saved steps: only then does a won claim read them.
+    " RETURNING EXISTS (SELECT 1 FROM idem_steps WHERE call = ?1)"
 );
 
 /// The fence of complete, release and renew: the row is our unexpired
@@ -70,6 +73,7 @@ const LIVE: &str = concat!(
     "SELECT 1 FROM idem_records WHERE key = ?1 AND expires_at > ",
     now_ms!()
 );
+mod steps;
 
 const COMPLETE: &str = concat!(
     "UPDATE idem_records SET record = ?3, expires_at = ",
@@ -175,11 +179,15 @@ impl SqliteStore {
             .await
             .map_err(err)?;
         sqlx::raw_sql(MIGRATE).execute(&pool).await.map_err(err)?;
+        sqlx::raw_sql(steps::MIGRATE)
+            .execute(&pool)
+            .await
+            .map_err(err)?;
         let file = FileIdentity::of(&path)?;
         Ok(SqliteStore { pool, file })
     }
 
-    /// Deletes expired records and claims, in statements of at most 5,000
+    /// Deletes expired records, claims and steps, in statements of at most 5,000
     /// rows, and returns how many it deleted. Expired rows are already
     /// ignored by every step; this only reclaims space. Run it now and
     /// then:
@@ -204,6 +212,13 @@ impl SqliteStore {
                 .await
                 .map_err(err)?
                 .rows_affected();
+            total += n;
+            if n < PURGE_BATCH as u64 {
+                break;
+            }
+        }
+        loop {
+            let n = steps::purge(&self.pool, PURGE_BATCH).await?;
             total += n;
             if n < PURGE_BATCH as u64 {
                 return Ok(total);
@@ -231,6 +246,11 @@ impl SqliteStore {
         if done.rows_affected() != 0 {
             return Ok(Fence::Held);
         }
+        self.lost(key).await
+    }
+
+    /// How a fenced step that found no claim of ours lost it.
+    async fn lost(&self, key: &RecordKey) -> Result<Fence, StoreError> {
         let live = sqlx::query(LIVE)
             .bind(&key.as_bytes()[..])
             .fetch_optional(&self.pool)
@@ -271,7 +291,7 @@ impl Store for SqliteStore {
         if let Some(file) = &self.file {
             file.check()?;
         }
-        let key = &key.as_bytes()[..];
+        let (record_key, key) = (key, &key.as_bytes()[..]);
         let token = claim.token.to_bytes();
         // Few turns: the row changes between the read and the write only
         // when another caller claims, completes or releases it meanwhile.
@@ -289,7 +309,10 @@ impl Store for SqliteStore {
                     let held_by: Vec<u8> = row.try_get(0).map_err(err)?;
                     let fp = fingerprint(row.try_get(1).map_err(err)?)?;
                     return Ok(match record {
-                        None if held_by == token => ClaimOutcome::Won { took_over: false },
+                        None if held_by == token => ClaimOutcome::Won {
+                            took_over: false,
+                            steps: steps::load(&self.pool, record_key).await?,
+                        },
                         None => ClaimOutcome::InProgress {
                             fingerprint: fp,
                             retry_after: remaining(left),
@@ -308,12 +331,17 @@ impl Store for SqliteStore {
                 .bind(&token[..])
                 .bind(&claim.fingerprint.as_bytes()[..])
                 .bind(millis(claim.lease))
-                .execute(&self.pool)
+                .fetch_optional(&self.pool)
                 .await
-                .map_err(err)?
-                .rows_affected();
-            if won == 1 {
-                return Ok(ClaimOutcome::Won { took_over });
+                .map_err(err)?;
+            if let Some(won) = won {
+                // Only a call that has saved steps pays a second statement.
+                let any: bool = won.try_get(0).map_err(err)?;
+                let steps = match any {
+                    true => steps::load(&self.pool, record_key).await?,
+                    false => Vec::new(),
+                };
+                return Ok(ClaimOutcome::Won { took_over, steps });
             }
         }
         Err(StoreError::new(
@@ -367,5 +395,23 @@ impl Store for SqliteStore {
                 .bind(millis(lease)),
         )
         .await
+    }
+
+    async fn save_step(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        step: StepId,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        match steps::save(&self.pool, key, token, step, value, ttl).await? {
+            0 => self.lost(key).await,
+            _ => Ok(Fence::Held),
+        }
+    }
+
+    fn records_steps(&self) -> bool {
+        true
     }
 }

@@ -57,3 +57,41 @@ async fn a_store_full_of_claims_refuses_new_ones() {
     assert_eq!(store.len(), 64);
     assert_eq!(refused, 1000 - 64);
 }
+
+#[tokio::test]
+async fn saved_steps_are_bounded_like_records() {
+    use idem::{Fence, StepId};
+    // 64 shards of one record each; two keys that share a shard.
+    let store = MemoryStore::with_max_records(64);
+    let first = RecordKey::new("steps-bound", &0u32);
+    let second = (1..10_000u32)
+        .map(|i| RecordKey::new("steps-bound", &i))
+        .find(|key| key.as_bytes()[0] % 64 == first.as_bytes()[0] % 64)
+        .unwrap();
+    let ttl = Duration::from_secs(60);
+    let step = StepId::new(&"s");
+    for key in [&first, &second] {
+        let c = claim(Duration::from_secs(30));
+        assert!(matches!(
+            store.claim(key, &c).await,
+            Ok(ClaimOutcome::Won { .. })
+        ));
+        let saved = store
+            .save_step(key, c.token, step, b"v", ttl)
+            .await
+            .unwrap();
+        assert_eq!(saved, Fence::Held);
+        assert_eq!(store.release(key, c.token).await.unwrap(), Fence::Held);
+    }
+    // The shard keeps one call's steps: the later one's.
+    let steps_of = async |key: &RecordKey| {
+        let c = claim(Duration::from_secs(1));
+        let Ok(ClaimOutcome::Won { steps, .. }) = store.claim(key, &c).await else {
+            panic!("not won")
+        };
+        store.release(key, c.token).await.unwrap();
+        steps.len()
+    };
+    assert_eq!(steps_of(&second).await, 1);
+    assert_eq!(steps_of(&first).await, 0);
+}

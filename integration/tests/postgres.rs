@@ -82,7 +82,8 @@ async fn migrate_twice_and_concurrently_is_harmless() {
     .fetch_all(&mut admin)
     .await
     .unwrap();
-    assert_eq!(versions, vec![1]);
+    // 1: records and claim function; 2: steps.
+    assert_eq!(versions, vec![1, 2]);
     assert_eq!(stores[0].table(), format!("\"{schema}\".\"records\""));
     let idem = Idempotency::new(stores[1].clone());
     let out: Result<u8, Error> = idem.call("m", "k").run(|| async { Ok(1) }).await;
@@ -172,6 +173,11 @@ async fn purge_expired_deletes_only_expired_rows_in_batches() {
                 store.complete(&key, c.token, b"r", life).await.unwrap(),
                 Fence::Held
             );
+        } else {
+            // A recovery point of the claim, expiring with it.
+            let step = idem::StepId::new(&"s");
+            let saved = store.save_step(&key, c.token, step, b"v", life);
+            assert_eq!(saved.await.unwrap(), Fence::Held);
         }
     }
     assert_eq!(store.purge_expired().await.unwrap(), 0);
@@ -184,7 +190,8 @@ async fn purge_expired_deletes_only_expired_rows_in_batches() {
     // ended by now.
     let written = std::time::Instant::now();
     tokio::time::sleep_until((written + short + Duration::from_millis(100)).into()).await;
-    assert_eq!(store.purge_expired().await.unwrap(), 50);
+    // 50 records and claims, and the 30 steps of the (short) claims.
+    assert_eq!(store.purge_expired().await.unwrap(), 50 + 30);
     let mut admin = admin().await;
     assert_eq!(count(&mut admin, store.table()).await, 10);
     assert_eq!(store.purge_expired().await.unwrap(), 0);

@@ -323,3 +323,50 @@ async fn dying_worker() {
     // Dies between the effect and the commit.
     std::process::abort();
 }
+
+/// A recovery point inside a transactional call is refused: a step saved
+/// in the caller's transaction would roll back with it, so it could not
+/// outlive the failure it is meant to survive.
+#[tokio::test]
+async fn a_step_in_a_transactional_call_is_refused() {
+    let f = fixture("tx_step").await;
+    let mut tx = f.pool.begin().await.unwrap();
+    let out: Result<Order, Error> = f
+        .store
+        .in_transaction(&mut tx, f.idem.call("orders", "o-step"))
+        .run(async |conn| {
+            let order = insert_order(conn, &f.orders, "o-step", "sku-1").await;
+            idem::step("confirm", || async { Ok::<_, Error>(order) }).await
+        })
+        .await;
+    let Err(Error::InvalidStep { reason, .. }) = out else {
+        panic!("expected InvalidStep, got {out:?}")
+    };
+    assert!(reason.contains("transaction"), "{reason}");
+    tx.rollback().await.unwrap();
+    assert_eq!(f.orders().await, 0);
+}
+
+/// On a transaction's handle (`tx_handle`, for `#[idempotent(store = …)]`)
+/// a step is refused before its body runs: the store does not record steps.
+#[tokio::test]
+async fn a_step_on_a_transaction_handle_is_refused_before_it_runs() {
+    let f = fixture("tx_handle_step").await;
+    let tx = f.store.tx_handle(f.pool.begin().await.unwrap());
+    let runs = AtomicUsize::new(0);
+    let out: Result<u8, Error> = tx
+        .call("orders", "o-handle")
+        .run(|| async {
+            idem::step("charge", || async {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Error>(1u8)
+            })
+            .await
+        })
+        .await;
+    let Err(Error::InvalidStep { reason, .. }) = out else {
+        panic!("expected InvalidStep, got {out:?}")
+    };
+    assert!(reason.contains("does not record steps"), "{reason}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the step's body ran");
+}

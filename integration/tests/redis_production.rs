@@ -121,8 +121,18 @@ async fn with_a_replica_claims_and_completions_are_acknowledged() {
     assert_eq!(first.unwrap(), 1);
     let replay: Result<u8, Error> = idem.call("s", "k").run(|| async { Ok(2) }).await;
     assert_eq!(replay.unwrap(), 1);
+    // A saved step is acknowledged too; the call's released error deletes
+    // its claim, not its step.
+    let stepped: Result<u8, Error> = idem
+        .call("s", "stepped")
+        .run(|| async {
+            idem::step("one", || async { Ok::<u8, Error>(3) }).await?;
+            Err(Error::NotConfigured)
+        })
+        .await;
+    assert!(matches!(stepped, Err(Error::NotConfigured)), "{stepped:?}");
 
-    // The completed record is on the replica.
+    // The completed record and the step are on the replica.
     let client = redis::Client::open(replica.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
@@ -130,7 +140,7 @@ async fn with_a_replica_claims_and_completions_are_acknowledged() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(keys.len(), 1);
+    assert_eq!(keys.len(), 2, "the record and the steps hash");
 }
 
 /// After a reconnect the server may be another one: the policy is read

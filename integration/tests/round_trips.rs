@@ -2,7 +2,9 @@
 //! between idem and a real Redis and a real PostgreSQL, and each kind of
 //! call must cost exactly: fresh key 2 turns (claim, complete), replay 1,
 //! in-progress answer 1, released error 2 (claim, release: release is 1),
-//! and a replay that hits the local cache 0.
+//! and a replay that hits the local cache 0. Each recovery point
+//! (`idem::step`) costs one more turn, and a claim that resumes over saved
+//! steps reads them in its own turn.
 
 #[path = "support/pg_server.rs"]
 mod pg_server;
@@ -148,4 +150,81 @@ async fn postgres_turns_per_call() {
         "postgres turns: fresh, replay, in progress, released error, cached replay = {turns:?}"
     );
     assert_eq!(turns, [2, 1, 1, 2, 0]);
+}
+
+/// Turns taken by calls with three steps (`idem::step`): a fresh call, one
+/// failing at its third step, its retry (resuming), and a replay of the
+/// completed call.
+async fn step_turns(proxy: &TurnProxy, proxied: &Idempotency) -> [usize; 4] {
+    let scope = format!("step-turns-{:x}", Token::random().to_u128() as u64);
+    let call = |key: &'static str, fail_third: bool| {
+        proxied.call(&scope, key).run(move || async move {
+            let a = idem::step("a", || async { Ok::<_, Error>(1u8) }).await?;
+            let b = idem::step("b", || async { Ok::<_, Error>(2u8) }).await?;
+            let c = idem::step("c", || async {
+                match fail_third {
+                    true => Err(Error::NotConfigured),
+                    false => Ok(3u8),
+                }
+            })
+            .await?;
+            Ok::<_, Error>(a + b + c)
+        })
+    };
+    // Warm up: connections made, statements prepared, scripts loaded.
+    call("warm", false).await.unwrap();
+    call("warm-err", true).await.unwrap_err();
+    proxy.take().await;
+
+    assert_eq!(call("fresh", false).await.unwrap(), 6);
+    let fresh = proxy.take().await;
+    call("resumed", true).await.unwrap_err();
+    let failed = proxy.take().await;
+    assert_eq!(call("resumed", false).await.unwrap(), 6);
+    let resumed = proxy.take().await;
+    assert_eq!(call("resumed", true).await.unwrap(), 6);
+    let replay = proxy.take().await;
+    [fresh, failed, resumed, replay]
+}
+
+/// Each step costs one turn; a resumed claim reads its steps in its own
+/// turn; a completed call replays in one.
+const STEP_TURNS: [usize; 4] = [
+    2 + 3,     // claim, three saves, complete
+    1 + 2 + 1, // claim, two saves, release
+    1 + 1 + 1, // claim (with the two saved steps), one save, complete
+    1,         // replay
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_turns_per_step() {
+    let url = redis_server::url().await;
+    let upstream = url
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_owned();
+    let proxy = TurnProxy::start(upstream).await;
+    let store = RedisStore::connect(&format!("redis://{}", proxy.addr))
+        .await
+        .unwrap();
+    let turns = step_turns(&proxy, &Idempotency::new(store)).await;
+    println!("redis turns with 3 steps: fresh, failed at 3rd, resumed, replay = {turns:?}");
+    assert_eq!(turns, STEP_TURNS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_turns_per_step() {
+    let url = pg_server::url().await;
+    let opts: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let proxy = TurnProxy::start(format!("{}:{}", opts.get_host(), opts.get_port())).await;
+    let store = PostgresStore::builder()
+        .schema(pg_server::unique_schema("step_turns"))
+        .max_connections(1)
+        .connect_with(opts.host("127.0.0.1").port(proxy.addr.port()))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let turns = step_turns(&proxy, &Idempotency::new(store)).await;
+    println!("postgres turns with 3 steps: fresh, failed at 3rd, resumed, replay = {turns:?}");
+    assert_eq!(turns, STEP_TURNS);
 }

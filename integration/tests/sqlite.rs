@@ -87,6 +87,11 @@ async fn purge_expired_deletes_only_expired_rows() {
                 store.complete(&key, claim.token, b"r", life).await.unwrap(),
                 Fence::Held
             );
+        } else {
+            // A recovery point of the claim, expiring with it.
+            let step = idem::StepId::new(&"s");
+            let saved = store.save_step(&key, claim.token, step, b"v", life);
+            assert_eq!(saved.await.unwrap(), Fence::Held);
         }
     }
     assert_eq!(store.purge_expired().await.unwrap(), 0);
@@ -95,7 +100,8 @@ async fn purge_expired_deletes_only_expired_rows() {
     // ended by now.
     let written = std::time::Instant::now();
     tokio::time::sleep_until((written + short + Duration::from_millis(100)).into()).await;
-    assert_eq!(store.purge_expired().await.unwrap(), 30);
+    // 30 records and claims, and the 20 steps of the odd (short) claims.
+    assert_eq!(store.purge_expired().await.unwrap(), 30 + 20);
     assert_eq!(store.purge_expired().await.unwrap(), 0);
 }
 

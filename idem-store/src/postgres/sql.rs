@@ -66,6 +66,8 @@ BEGIN
 END
 $idem$;
 "#,
+    // 2: the steps of calls (recovery points).
+    super::steps::MIGRATION,
 ];
 
 /// Claim outcomes as the claim function reports them.
@@ -97,6 +99,7 @@ pub(super) struct Sql {
     /// Whether anyone holds or completed a key: asked only after a fenced
     /// step found no claim of ours, to tell a takeover from an expiry.
     pub live: String,
+    pub steps: super::steps::StepsSql,
 }
 
 /// The fence shared by complete, release and renew: the row is our
@@ -119,11 +122,13 @@ impl Sql {
             // runs. Only when it finds nothing does the function claim.
             claim: format!(
                 "SELECT CASE WHEN r.record IS NULL THEN {IN_PROGRESS} ELSE {COMPLETED} END, r.fingerprint, r.record, \
-                 floor(extract(epoch FROM r.expires_at - statement_timestamp()) * 1000000)::bigint \
+                 floor(extract(epoch FROM r.expires_at - statement_timestamp()) * 1000000)::bigint, NULL::bytea[] \
                  FROM {t} AS r WHERE r.key = $1 AND r.expires_at > statement_timestamp() \
                  AND (r.record IS NOT NULL OR r.token <> $2) \
                  UNION ALL \
-                 SELECT o_outcome, o_fingerprint, o_record, o_remaining_us FROM \"{schema}\".\"{table}_claim\"($1, $2, $3, $4) \
+                 SELECT o_outcome, o_fingerprint, o_record, o_remaining_us, \
+                 CASE WHEN o_outcome IN ({WON}, {TOOK_OVER}) THEN \"{schema}\".\"{table}_steps_of\"($1) END \
+                 FROM \"{schema}\".\"{table}_claim\"($1, $2, $3, $4) \
                  LIMIT 1"
             ),
             complete: format!(
@@ -153,6 +158,7 @@ impl Sql {
                 "DELETE FROM {t} WHERE key IN (SELECT key FROM {t} WHERE expires_at <= statement_timestamp() \
                  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) AND expires_at <= statement_timestamp()"
             ),
+            steps: super::steps::StepsSql::new(schema, table, &t, HELD),
             table: t,
             schema_name: schema.to_owned(),
             table_name: table.to_owned(),
@@ -167,6 +173,12 @@ impl Sql {
                 &format!("\"{}\".\"{}_claim\"", self.schema_name, self.table_name),
             )
             .replace("{index}", &format!("\"{}_expires_at\"", self.table_name))
+            .replace("{steps_of}", &self.steps.function)
+            .replace(
+                "{steps_index}",
+                &format!("\"{}_steps_exp\"", self.table_name),
+            )
+            .replace("{steps}", &self.steps.table)
     }
 }
 

@@ -16,6 +16,9 @@ use idem::{Claim, ClaimOutcome, Error, Fence, Fingerprint, Idempotency, RecordKe
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+mod steps;
+pub use steps::*;
+
 /// Generates one test per case, each on a fresh handle from `$make`.
 #[macro_export]
 macro_rules! conformance_suite {
@@ -32,6 +35,11 @@ macro_rules! conformance_suite {
             empty_key_is_refused, oversized_value_settles_the_key,
             release_lets_the_next_caller_in, in_progress_reports_retry_after,
             a_body_that_blocks_its_thread_keeps_its_lease, a_lapsed_claim_is_lost_as_expired,
+            steps_resume_after_a_failed_middle_step,
+            steps_in_a_loop_resume_at_the_first_unfinished_line,
+            a_call_dropped_mid_step_resumes_at_that_step,
+            steps_under_concurrent_duplicates_run_once, steps_of_another_payload_are_refused,
+            steps_expire_with_the_ttl, misused_steps_are_errors, step_fencing_at_the_store,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -554,7 +562,10 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
     let first = new_claim(fp, lease);
     assert!(matches!(
         store.claim(&key, &first).await.unwrap(),
-        ClaimOutcome::Won { took_over: false }
+        ClaimOutcome::Won {
+            took_over: false,
+            ..
+        }
     ));
     let stranger = Token::random();
     assert_eq!(
@@ -780,7 +791,10 @@ pub async fn release_lets_the_next_caller_in(idem: Idempotency) {
     let next = new_claim(claim.fingerprint, claim.lease);
     assert!(matches!(
         store.claim(&key, &next).await.unwrap(),
-        ClaimOutcome::Won { took_over: false }
+        ClaimOutcome::Won {
+            took_over: false,
+            ..
+        }
     ));
 }
 

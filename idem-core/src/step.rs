@@ -1,0 +1,261 @@
+//! Recovery points: `idem::step` saves each finished step of a call, so a
+//! retried call replays them and resumes at the first unfinished one.
+
+use std::sync::PoisonError;
+
+use bytes::Bytes;
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::context::{self, StepCall};
+use crate::key::{self, KeyPart};
+use crate::record::{self, Outcome};
+use crate::{Error, Fence, Fingerprint, RecordKey};
+
+tokio::task_local! {
+    /// Set while a step's body runs: a step inside it is refused.
+    static IN_STEP: ();
+}
+
+/// The identity of one step within its call, hashed from its name.
+///
+/// ```
+/// use idem::StepId;
+///
+/// assert_eq!(StepId::new(&("line", 3u32)), StepId::new(&("line", 3u64)));
+/// assert_ne!(StepId::new(&"reserve"), StepId::new(&"charge"));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StepId([u8; 16]);
+
+impl StepId {
+    /// Hashes a step's name.
+    pub fn new<N: KeyPart + ?Sized>(name: &N) -> Self {
+        Self(RecordKey::step_id(name))
+    }
+
+    /// Rebuilds a step id from the 16 bytes a store kept.
+    pub const fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(bytes)
+    }
+
+    /// The 16 bytes of the id.
+    pub const fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for StepId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StepId({})", key::hex(&self.0[..4]))
+    }
+}
+
+const OUTSIDE: &str = "called outside a running idempotent body (`#[idempotent]` or `Call::run`)";
+const NESTED: &str = "called inside another step; steps do not nest";
+const TWICE: &str = "its name was already used by a finished or running step of this call; give each step its own name (e.g. `(\"line\", i)` in a loop)";
+pub(crate) const BORROWED: &str = "the call runs on a borrowed store (`Call::run_on`), which cannot record steps: a step saved inside the caller's transaction would roll back with it";
+pub(crate) const UNSUPPORTED: &str = "the call's store does not record steps (`Store::records_steps` is false): a transactional store, whose saved steps would roll back with its transaction, or one without `Store::save_step`";
+
+/// Runs one step of the running idempotent call, or replays it.
+///
+/// If an earlier attempt of this call (one that returned a released `Err`,
+/// was dropped, crashed, or lost its lease) finished the step named `name`,
+/// its stored `Ok` value is returned and `body` does not run. Otherwise
+/// `body` runs; its `Ok` value is saved under the call (one store round
+/// trip, fenced by the call's claim) before it is returned, and its `Err`
+/// is returned unsaved, so a retry runs the step again. Steps expire with
+/// the call's record (its `ttl`).
+///
+/// `name` is any key part: `"charge"`, or `("line", i)` in a loop. The
+/// step sees the call's [`child_key`](crate::child_key)s, so a step that
+/// was in flight when its process died sends a downstream API the same key
+/// again when it reruns.
+///
+/// `Err(Error::InvalidStep)` (converted into `E`), before `body` runs, never
+/// a panic: outside an idempotent body, inside another step, for a name
+/// already used by a finished step of this call, or in a call whose store
+/// cannot keep steps (`Call::run_on`, a transaction's handle: see
+/// [`Store::records_steps`](crate::Store::records_steps)).
+/// A store failure while saving is `Error::Store`; a claim lost to another
+/// caller is `Error::LeaseLost`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
+/// let idem = idem::Idempotency::new(idem::MemoryStore::new());
+/// let (charges, carrier_up) = (AtomicU32::new(0), AtomicBool::new(false));
+/// let order = || async {
+///     let receipt: u32 = idem::step("charge", || async {
+///         Ok::<_, idem::Error>(100 + charges.fetch_add(1, SeqCst))
+///     })
+///     .await?;
+///     if !carrier_up.load(SeqCst) {
+///         // A released error: the call may be retried.
+///         return Err(idem::Error::InvalidKey("carrier down".into()));
+///     }
+///     Ok(receipt)
+/// };
+/// assert!(idem.call("orders", "o-1").run(order).await.is_err());
+/// carrier_up.store(true, SeqCst);
+/// let receipt: u32 = idem.call("orders", "o-1").run(order).await.unwrap();
+/// assert_eq!(receipt, 100); // the charge was replayed, not run again
+/// assert_eq!(charges.load(SeqCst), 1);
+/// # }
+/// ```
+pub async fn step<N, T, E, F, Fut>(name: N, body: F) -> Result<T, E>
+where
+    N: KeyPart,
+    T: Serialize + DeserializeOwned,
+    E: From<Error>,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let id = StepId::new(&name);
+    let refuse = |reason: &'static str| {
+        Err(Error::InvalidStep {
+            step: key::describe(&name),
+            reason,
+        }
+        .into())
+    };
+    if IN_STEP.try_with(|_| ()).is_ok() {
+        return refuse(NESTED);
+    }
+    let entered = context::with_running(|running| {
+        let call = running.steps.as_ref().map_err(|reason| *reason)?;
+        enter(call, id).map(|stored| (running.key, call.prepared(), stored))
+    });
+    let (key, call, stored) = match entered {
+        None => return refuse(OUTSIDE),
+        Some(Err(reason)) => return refuse(reason),
+        Some(Ok(entered)) => entered,
+    };
+    let mut guard = Entered { id, done: false };
+    if let Some(stored) = stored {
+        guard.done = true;
+        tracing::debug!(scope = %call.scope, key = %key.short(), step = %key::describe(&name), "idem: step replayed");
+        return replay(&stored, call.version).map_err(|err| Error::Codec(err).into());
+    }
+    let value = IN_STEP.scope((), body()).await?;
+    let bytes = match encoded(&value, &call) {
+        Ok(bytes) => bytes,
+        Err(err) => return Err(Error::Codec(err).into()),
+    };
+    match call
+        .store
+        .save_step(&key, call.token, id, &bytes, call.ttl)
+        .await
+    {
+        Ok(Fence::Held) => {
+            guard.done = true;
+            tracing::debug!(scope = %call.scope, key = %key.short(), step = %key::describe(&name), "idem: step saved");
+            Ok(value)
+        }
+        Ok(lost) => {
+            let taken_over = lost == Fence::Lost;
+            tracing::warn!(scope = %call.scope, key = %key.short(), taken_over, "idem: lease lost; step not saved");
+            Err(Error::LeaseLost {
+                scope: call.scope.to_string(),
+                key: key.short(),
+                taken_over,
+            }
+            .into())
+        }
+        Err(err) => {
+            tracing::warn!(scope = %call.scope, key = %key.short(), error = %err, "idem: step not saved");
+            Err(Error::Store(err).into())
+        }
+    }
+}
+
+/// Marks `id` as reached in this attempt and returns its stored value if an
+/// earlier attempt finished it.
+fn enter(call: &StepCall, id: StepId) -> Result<Option<Bytes>, &'static str> {
+    let mut seen = call.seen.lock().unwrap_or_else(PoisonError::into_inner);
+    if seen.contains(&id) {
+        return Err(TWICE);
+    }
+    seen.push(id);
+    Ok(call
+        .finished
+        .iter()
+        .find(|(finished, _)| *finished == id)
+        .map(|(_, bytes)| bytes.clone()))
+}
+
+/// Forgets a step that did not finish (its body failed or was dropped), so
+/// the body may run it again in this attempt.
+struct Entered {
+    id: StepId,
+    done: bool,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let id = self.id;
+        context::with_running(|running| {
+            if let Ok(call) = &running.steps {
+                let mut seen = call.seen.lock().unwrap_or_else(PoisonError::into_inner);
+                seen.retain(|seen| *seen != id);
+            }
+        });
+    }
+}
+
+/// A step's value as saved: the call's fingerprint, then the record.
+fn encoded<T: Serialize>(value: &T, call: &Prepared) -> Result<Vec<u8>, crate::CodecError> {
+    let mut record = record::encode(Outcome::Ok, value, call.limit)?;
+    record::set_version(&mut record, call.version);
+    let mut bytes = Vec::with_capacity(32 + record.len());
+    bytes.extend_from_slice(call.fingerprint.as_bytes());
+    bytes.extend_from_slice(&record);
+    Ok(bytes)
+}
+
+fn replay<T: DeserializeOwned>(bytes: &[u8], version: u32) -> Result<T, crate::CodecError> {
+    let record = bytes.get(32..).ok_or(crate::CodecError::Corrupt(
+        "step value shorter than its header",
+    ))?;
+    let parsed = record::parse(record)?;
+    parsed.check_version(version)?;
+    parsed.decode()
+}
+
+/// Whether every finished step was saved by a call with a matching payload:
+/// a retry with another payload must not replay the first one's steps.
+pub(crate) fn steps_match(finished: &[(StepId, Bytes)], fingerprint: &Fingerprint) -> bool {
+    finished.iter().all(|(_, bytes)| {
+        bytes.get(..32).is_some_and(|stored| {
+            let stored: [u8; 32] = stored.try_into().unwrap_or([0; 32]);
+            fingerprint.matches(&Fingerprint::from_bytes(stored))
+        })
+    })
+}
+
+/// The call's settings a step needs across its awaits.
+pub(crate) struct Prepared {
+    store: std::sync::Arc<dyn crate::Store>,
+    token: crate::Token,
+    ttl: std::time::Duration,
+    limit: usize,
+    version: u32,
+    fingerprint: Fingerprint,
+    scope: std::sync::Arc<str>,
+}
+
+impl StepCall {
+    fn prepared(&self) -> Prepared {
+        Prepared {
+            store: self.store.clone(),
+            token: self.token,
+            ttl: self.ttl,
+            limit: self.limit,
+            version: self.version,
+            fingerprint: self.fingerprint,
+            scope: self.scope.clone(),
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! The finished steps of calls (`idem::step`), in their own table beside
+//! the records: a release deletes the record row, not its steps.
+
+use bytes::Bytes;
+use idem_core::{RecordKey, StepId, StoreError};
+use sqlx::Row;
+use sqlx::sqlite::SqlitePool;
+
+use super::{err, millis};
+
+pub(super) const MIGRATE: &str = concat!(
+    "CREATE TABLE IF NOT EXISTS idem_steps (",
+    " call BLOB NOT NULL, step BLOB NOT NULL, value BLOB NOT NULL, expires_at INTEGER NOT NULL,",
+    " PRIMARY KEY (call, step)",
+    ") WITHOUT ROWID;",
+    "CREATE INDEX IF NOT EXISTS idem_steps_expires_at ON idem_steps (expires_at);",
+    "INSERT OR IGNORE INTO idem_migrations (version, applied_at) VALUES (2, ",
+    now_ms!(),
+    ");"
+);
+
+/// Saves a step if the call's claim is still ours: one statement, so the
+/// fence and the write are one atomic step.
+const SAVE: &str = concat!(
+    "INSERT INTO idem_steps (call, step, value, expires_at) SELECT ?1, ?3, ?4, ",
+    now_ms!(),
+    " + ?5 FROM idem_records",
+    held!(),
+    " ON CONFLICT (call, step) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at"
+);
+
+const LOAD: &str = concat!(
+    "SELECT step, value FROM idem_steps WHERE call = ?1 AND expires_at > ",
+    now_ms!()
+);
+
+const PURGE: &str = concat!(
+    "DELETE FROM idem_steps WHERE (call, step) IN (SELECT call, step FROM idem_steps WHERE expires_at <= ",
+    now_ms!(),
+    " LIMIT ?1)"
+);
+
+pub(super) async fn save(
+    pool: &SqlitePool,
+    key: &RecordKey,
+    token: idem_core::Token,
+    step: StepId,
+    value: &[u8],
+    ttl: std::time::Duration,
+) -> Result<u64, StoreError> {
+    let token = token.to_bytes();
+    let done = sqlx::query(SAVE)
+        .bind(&key.as_bytes()[..])
+        .bind(&token[..])
+        .bind(&step.as_bytes()[..])
+        .bind(value)
+        .bind(millis(ttl))
+        .execute(pool)
+        .await
+        .map_err(err)?;
+    Ok(done.rows_affected())
+}
+
+pub(super) async fn load(
+    pool: &SqlitePool,
+    key: &RecordKey,
+) -> Result<Vec<(StepId, Bytes)>, StoreError> {
+    let rows = sqlx::query(LOAD)
+        .bind(&key.as_bytes()[..])
+        .fetch_all(pool)
+        .await
+        .map_err(err)?;
+    rows.into_iter()
+        .map(|row| {
+            let id: Vec<u8> = row.try_get(0).map_err(err)?;
+            let id: [u8; 16] = id
+                .try_into()
+                .map_err(|_| StoreError::new(super::BACKEND, "a stored step id is not 16 bytes"))?;
+            let value: Vec<u8> = row.try_get(1).map_err(err)?;
+            Ok((StepId::from_bytes(id), Bytes::from(value)))
+        })
+        .collect()
+}
+
+/// Deletes up to `batch` expired steps; returns how many.
+pub(super) async fn purge(pool: &SqlitePool, batch: i64) -> Result<u64, StoreError> {
+    let done = sqlx::query(PURGE)
+        .bind(batch)
+        .execute(pool)
+        .await
+        .map_err(err)?;
+    Ok(done.rows_affected())
+}
