@@ -93,19 +93,23 @@
 //! ### not-configured
 //! 500: no idempotency store is configured.
 
+mod flights;
 mod key;
 mod layer;
 mod principal;
 mod request;
 mod run_times;
 mod stored;
+mod tee;
 
 #[doc(inline)]
 pub use idem_core::http::{PROBLEM_TYPE_BASE, Problem};
-pub use key::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, IdempotencyKey, MAX_KEY_BYTES};
+pub use key::{
+    IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, IDEMPOTENT_STORED, IdempotencyKey, MAX_KEY_BYTES,
+};
 pub use layer::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, IdempotencyLayer, IdempotencyService,
-    stores_by_default,
+    captured_by_default, stores_by_default,
 };
 #[doc(hidden)]
 pub use stored::fuzz_stored_response;
