@@ -51,31 +51,38 @@ pub(crate) enum Captured {
     Failed(String),
 }
 
-/// The handler's side: reads the body to its end, forwarding every frame
-/// but the last and capturing the data up to `limit`.
+/// The handler's side: reads the body to its end, forwarding each frame
+/// as it comes and capturing the data up to `limit`.
 pub(crate) struct Pump<B> {
     body: Pin<Box<B>>,
     frames: mpsc::Sender<Item>,
     open: bool,
+    /// The body's length, when its hint is exact.
+    length: Option<u64>,
     limit: usize,
     size: usize,
     captured: Vec<u8>,
 }
 
-/// What is left to send once the key is settled: the last frame, held back
-/// so that a client who has the whole answer finds it stored (or the key
-/// released) when it sends its next request.
+/// What is left to send once the key is settled: the end of the body, held
+/// back so that a client who has the whole answer finds it stored (or the
+/// key released) when it sends its next request. For a body of unknown
+/// length the end is the end of the stream (the client cannot tell the
+/// body is whole before it); for one of known length, the frame that
+/// completes it.
 pub(crate) struct Tail {
     frames: mpsc::Sender<Item>,
-    last: Option<Item>,
+    held: Vec<Item>,
 }
 
 impl Tail {
-    /// Sends the last frame and ends the client's body.
+    /// Sends the held frames, if any, and ends the client's body.
     pub(crate) async fn finish(self) {
-        if let Some(last) = self.last {
-            // A client that went away has nobody to send it to.
-            let _ = self.frames.send(last).await;
+        for item in self.held {
+            if self.frames.send(item).await.is_err() {
+                // A client that went away has nobody to send it to.
+                break;
+            }
         }
     }
 }
@@ -88,15 +95,16 @@ where
     let hint = body.size_hint();
     let (tx, rx) = mpsc::channel(IN_FLIGHT);
     let expected = usize::try_from(hint.lower()).unwrap_or(usize::MAX);
-    let relay = Relay { frames: rx, hint };
     let pump = Pump {
         body: Box::pin(body),
         frames: tx,
         open: true,
+        length: hint.exact(),
         limit,
         size: 0,
         captured: Vec::with_capacity(expected.min(limit)),
     };
+    let relay = Relay { frames: rx, hint };
     (relay, pump)
 }
 
@@ -108,7 +116,8 @@ where
     /// Reads the body to its end. The client going away does not stop it:
     /// the answer is still captured for the client's retry.
     pub(crate) async fn run(mut self) -> (Captured, Tail) {
-        let mut last: Option<Item> = None;
+        // From the frame that completes a body of known length on.
+        let mut held: Vec<Item> = Vec::new();
         loop {
             // Into a `BoxError` before any other await: the body's own
             // error type need not be `Send`.
@@ -122,17 +131,17 @@ where
                     if let Some(data) = frame.data_ref() {
                         self.capture(data);
                     }
-                    if let Some(previous) = last.replace(Ok(frame)) {
-                        self.forward(previous).await;
+                    let complete = self.length.is_some_and(|n| self.size as u64 >= n);
+                    if complete || !held.is_empty() {
+                        held.push(Ok(frame));
+                    } else {
+                        self.forward(Ok(frame)).await;
                     }
                 }
                 Some(Err(err)) => {
-                    let err: BoxError = err;
                     let reason = err.to_string();
-                    if let Some(previous) = last.replace(Err(err)) {
-                        self.forward(previous).await;
-                    }
-                    return (Captured::Failed(reason), self.tail(last));
+                    held.push(Err(err));
+                    return (Captured::Failed(reason), self.tail(held));
                 }
                 None => {
                     let captured = if self.size > self.limit {
@@ -140,7 +149,7 @@ where
                     } else {
                         Captured::Whole(Bytes::from(std::mem::take(&mut self.captured)))
                     };
-                    return (captured, self.tail(last));
+                    return (captured, self.tail(held));
                 }
             }
         }
@@ -162,10 +171,13 @@ where
         }
     }
 
-    fn tail(self, last: Option<Item>) -> Tail {
+    fn tail(self, mut held: Vec<Item>) -> Tail {
+        if !self.open {
+            held.clear();
+        }
         Tail {
             frames: self.frames,
-            last: last.filter(|_| self.open),
+            held,
         }
     }
 }
