@@ -37,7 +37,7 @@ impl http_body::Body for Relay {
     /// The handler's own hint, so a body of known length keeps its
     /// `Content-Length`.
     fn size_hint(&self) -> SizeHint {
-        self.hint.clone()
+        self.hint
     }
 }
 
