@@ -692,3 +692,20 @@ async fn keys_are_strings_or_tokens_not_other_structured_field_items() {
     assert_eq!(bare.status, StatusCode::CREATED);
     assert_eq!(payments.service_runs(), 2);
 }
+
+#[tokio::test]
+async fn a_response_within_the_limit_but_over_the_record_limit_still_settles_the_key() {
+    let runs = Runs::default();
+    let idem = Idempotency::builder(MemoryStore::new())
+        .max_record_bytes(8 << 10)
+        .build();
+    let router = sized_route(runs.clone(), 64 << 10, false).layer(IdempotencyLayer::new(idem));
+    let server = serve(router).await;
+    let key = [("idempotency-key", "\"rec\"")];
+    let first = server.send(Method::POST, "/exports", &key, "").await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(first.body == expected(64 << 10));
+    let again = server.send(Method::POST, "/exports", &key, "").await;
+    again.assert_problem(500, "not-stored");
+    assert_eq!(runs.count(), 1);
+}

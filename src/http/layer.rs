@@ -353,7 +353,9 @@ impl IdempotencyLayer {
     /// below the handle's
     /// [`max_record_bytes`](crate::IdempotencyBuilder::max_record_bytes)
     /// less a third (bodies may be stored as base64); a record that does
-    /// not fit is settled the same way. Default: 512 KiB.
+    /// not fit is settled the same way (its first response, sent once the
+    /// record is written, carries no `Idempotent-Stored` header: the record
+    /// limit is the handle's, checked as it stores). Default: 512 KiB.
     ///
     /// ```
     /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
