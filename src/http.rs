@@ -48,8 +48,11 @@
 //! | first request with a key | the handler's own answer (stored if its status is) |
 //! | duplicate after completion | the stored answer, with `Idempotent-Replayed: true` |
 //! | duplicate while the first still runs | 409 with `Retry-After`, or the first answer when the layer [waits](IdempotencyLayer::wait) |
+//! | duplicate that waited on a first request that failed (not stored) | that answer, replayed (409 `attempt-failed` if it was too large to keep) |
+//! | duplicate of an answer not stored (too large, or [not captured](IdempotencyLayer::capture)) | 500 `not-stored`; the handler does not run again |
+//! | duplicate refusing the stored answer's `Content-Encoding` | 406 |
 //! | same key, other request body | 422 |
-//! | key missing (when required), empty, over 255 bytes, malformed, repeated | 400 |
+//! | key missing (when required), empty, over 255 bytes, malformed, repeated, not a string or token | 400 |
 //! | request body over the limit | 413 |
 //! | store unreachable | 503 |
 //!
@@ -64,7 +67,8 @@
 //!
 //! ### invalid-key
 //! 400: the key is empty, longer than 255 bytes, not visible ASCII, not a
-//! well-formed structured-field string, or sent more than once.
+//! well-formed structured-field string, another structured-field item (an
+//! integer, decimal, byte sequence or boolean), or sent more than once.
 //!
 //! ### body-too-large
 //! 413: the request body is larger than the layer buffers; nothing ran.
@@ -74,6 +78,24 @@
 //!
 //! ### in-progress
 //! 409 with `Retry-After`: a request with this key is still running.
+//!
+//! ### attempt-failed
+//! 409 with `Retry-After`: this request waited on another with the same
+//! key, which failed without an answer to share; nothing was stored, and a
+//! retry runs the request again.
+//!
+//! ### not-stored
+//! 500: the request with this key was processed, but its response could
+//! not be stored (larger than the layer keeps, or streamed without
+//! capture), so it cannot be replayed; it will not be processed again
+//! until the record expires. The first response carried
+//! `Idempotent-Stored: false` when that was known before its body. (A 5xx,
+//! not a 409: the server cannot give the answer; a client should not read
+//! it as "not processed" and retry with a new key.)
+//!
+//! ### encoding-not-acceptable
+//! 406: the stored response is encoded (compressed inside the layer) in a
+//! way this request's `Accept-Encoding` refuses; idem does not re-encode.
 //!
 //! ### fingerprint-mismatch
 //! 422: the key was used before with a different request.
@@ -88,24 +110,29 @@
 //! 500: a stored response could not be read or written.
 //!
 //! ### response-failed
-//! 500: the handler's response body failed while it was being stored.
+//! 500: the handler ran but its response body failed before it could be
+//! sent; duplicates get `not-stored`.
 //!
 //! ### not-configured
 //! 500: no idempotency store is configured.
 
+mod flights;
 mod key;
 mod layer;
 mod principal;
 mod request;
 mod run_times;
 mod stored;
+mod tee;
 
 #[doc(inline)]
 pub use idem_core::http::{PROBLEM_TYPE_BASE, Problem};
-pub use key::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, IdempotencyKey, MAX_KEY_BYTES};
+pub use key::{
+    IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, IDEMPOTENT_STORED, IdempotencyKey, MAX_KEY_BYTES,
+};
 pub use layer::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, IdempotencyLayer, IdempotencyService,
-    stores_by_default,
+    captured_by_default, stores_by_default,
 };
 #[doc(hidden)]
 pub use stored::fuzz_stored_response;

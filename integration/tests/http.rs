@@ -298,18 +298,27 @@ async fn a_body_over_the_limit_is_413_and_nothing_is_stored() {
 }
 
 #[tokio::test]
-async fn malformed_json_is_a_stored_4xx_too() {
+async fn malformed_json_is_refused_unstored_and_the_fixed_retry_runs() {
     let (server, payments) = payments(quick()).await;
     let headers = [
         ("content-type", "application/json"),
         ("idempotency-key", "\"bad-json\""),
     ];
     let first = server.send(Method::POST, "/payments", &headers, "{").await;
-    assert!(first.status.is_client_error(), "{:?}", first.status);
+    assert_eq!(first.status, StatusCode::BAD_REQUEST, "{:?}", first.body);
     let again = server.send(Method::POST, "/payments", &headers, "{").await;
     assert_eq!(again.status, first.status);
-    assert!(again.replayed());
+    assert!(
+        !again.replayed(),
+        "a refusal before the handler ran is not pinned"
+    );
     assert_eq!(payments.handler_runs(), 0);
+    // Another body under the key is no mismatch: nothing was recorded.
+    let fixed = server
+        .send(Method::POST, "/payments", &headers, &order(300).to_string())
+        .await;
+    assert_eq!(fixed.status, StatusCode::CREATED, "{:?}", fixed.body);
+    assert_eq!(payments.service_runs(), 1);
 }
 
 #[tokio::test]

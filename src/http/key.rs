@@ -14,6 +14,11 @@ pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key
 /// The response header set on a replayed answer: `Idempotent-Replayed: true`.
 pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
+/// The response header set on a first answer that is not stored although
+/// its key is settled (too large, or exempt from capture):
+/// `Idempotent-Stored: false`. Duplicates get the `not-stored` problem.
+pub const IDEMPOTENT_STORED: HeaderName = HeaderName::from_static("idempotent-stored");
+
 /// The longest accepted key, in bytes.
 pub const MAX_KEY_BYTES: usize = 255;
 
@@ -23,7 +28,10 @@ pub const MAX_KEY_BYTES: usize = 255;
 /// The header is read as the IETF draft defines it, a structured-field
 /// string (`Idempotency-Key: "8e03978e-40d5-43e8"`, with `\"` and `\\`
 /// escapes and optional parameters, which are ignored); a bare token
-/// (`Idempotency-Key: 8e03978e-40d5-43e8`) is accepted too.
+/// (`Idempotency-Key: 8e03978e-40d5-43e8`) is accepted too. The other
+/// structured-field items are refused (400), so that no two spellings
+/// name one key: an integer or decimal (`42`, which would otherwise be the
+/// key `"42"`), a byte sequence (`:cHJldGVuZA==:`) or a boolean (`?1`).
 ///
 /// As an axum extractor it answers 400 (`application/problem+json`) when
 /// the header is missing, empty, longer than 255 bytes, malformed or sent
@@ -72,6 +80,9 @@ impl IdempotencyKey {
         let value = value.trim_ascii();
         let key = match value.split_first() {
             Some((b'"', rest)) => sf_string(rest)?,
+            Some((b':', _)) => return Err(invalid(NOT_A_STRING)),
+            Some((b'?', _)) => return Err(invalid(NOT_A_STRING)),
+            _ if is_sf_number(value) => return Err(invalid(NOT_A_STRING)),
             _ => bare(value)?,
         };
         if key.is_empty() {
@@ -160,6 +171,24 @@ pub(crate) fn missing() -> Problem {
 
 fn invalid(reason: &str) -> Problem {
     Problem::from(crate::Error::InvalidKey(reason.to_owned()))
+}
+
+const NOT_A_STRING: &str = "the key must be a structured-field string (\"…\") or a token, not an integer, decimal, byte sequence or boolean; quote it";
+
+/// Whether `value` reads as an RFC 8941 integer or decimal (§4.2.4),
+/// parameters aside: `-`, digits, and maybe `.` and digits. (Of any
+/// length: a 16-digit number is no valid integer, but it is no more a
+/// token than a 15-digit one.)
+fn is_sf_number(value: &[u8]) -> bool {
+    let item = value.split(|&c| c == b';').next().unwrap_or_default();
+    let item = item.trim_ascii_end();
+    let item = item.strip_prefix(b"-").unwrap_or(item);
+    let (whole, fraction) = match item.iter().position(|&c| c == b'.') {
+        Some(dot) => (&item[..dot], Some(&item[dot + 1..])),
+        None => (item, None),
+    };
+    let digits = |part: &[u8]| !part.is_empty() && part.iter().all(u8::is_ascii_digit);
+    digits(whole) && fraction.is_none_or(digits)
 }
 
 /// RFC 8941 §4.2.5, after the opening quote; parameters after the closing
@@ -265,6 +294,21 @@ mod tests {
         assert!(refused(b"a b").contains("0x20"));
         assert!(refused(b"a,b").contains("exactly one"));
         assert!(refused(b"ab\"").contains("0x22"));
+    }
+
+    #[test]
+    fn other_structured_field_items_are_refused() {
+        for value in ["42", "-7", "3.14", "42;v=1", ":cHJldGVuZA==:", "?1", "?0"] {
+            assert!(
+                refused(value.as_bytes()).contains("not an integer"),
+                "{value}"
+            );
+        }
+        assert_eq!(ok(r#""42""#), "42");
+        // Bare keys that only start like a number stay keys.
+        assert_eq!(ok("8e03978e-40d5"), "8e03978e-40d5");
+        assert!(refused(b"1234567890123456").contains("not an integer"));
+        assert_eq!(ok("1.2.3"), "1.2.3");
     }
 
     #[test]

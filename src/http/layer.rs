@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::request::Parts;
-use axum::http::{HeaderName, Method, Request, Response, StatusCode, header};
+use axum::http::{HeaderName, Method, Request, Response, StatusCode, header, response};
 use bytes::Bytes;
 use tower::{Layer, Service};
 
+use crate::http::flights::Flights;
 use crate::http::principal::PrincipalRule;
 use crate::http::request;
 use crate::http::run_times::RunTimes;
@@ -20,13 +21,15 @@ use crate::{DEFAULT_TTL, Idempotency};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type StoreStatus = dyn Fn(StatusCode) -> bool + Send + Sync;
+type Capture = dyn Fn(&str, &response::Parts) -> bool + Send + Sync;
 
 /// The largest request body buffered by default: 2 MiB, axum's own default
 /// body limit, so the layer never refuses what a `Json` extractor accepts.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 2 << 20;
 
 /// The largest response body stored by default: 512 KiB, which fits the
-/// handle's default record limit of 1 MiB even when written as base64.
+/// handle's default record limit of 1 MiB even when written as base64
+/// (bodies grow by at most a third in the record).
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 
 /// A tower [`Layer`] that makes the unsafe requests of an axum router
@@ -46,24 +49,45 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 ///    [`principal`](Self::principal) function's answer;
 /// 3. buffers the body (413 beyond [`max_body_bytes`](Self::max_body_bytes),
 ///    nothing claimed) and fingerprints it: SHA-256 over the request's path
-///    and query and its body;
+///    and query and its body (or its JSON value, with
+///    [`canonical_json`](Self::canonical_json));
 /// 4. claims the key; only the winner runs the inner service. Its response
 ///    is stored (status, body and the [`stored_headers`](Self::stored_headers))
-///    when [`store_status`](Self::store_status) says so (by default 2xx and
-///    4xx other than 408, 409, 425 and 429), otherwise the claim is released
-///    and a retry runs again (5xx);
+///    when [`store_status`](Self::store_status) says so (by default 2xx
+///    and the 4xx that are a final answer, such as 402:
+///    [`stores_by_default`]), otherwise the claim is released and a retry
+///    runs again (a 5xx, or a 400/401/404/415/422 refusing the request
+///    before anything happened);
 /// 5. answers duplicates with the stored response plus
 ///    `Idempotent-Replayed: true`; a duplicate arriving while the first
 ///    still runs gets 409 with `Retry-After`, or, with
-///    [`wait`](Self::wait), the first one's answer; the same key with
-///    another body is 422.
+///    [`wait`](Self::wait), the first one's answer (stored or not); the
+///    same key with another body is 422.
+///
+/// A response body of known length up to
+/// [`max_response_bytes`](Self::max_response_bytes) (every `Json` or
+/// `String` answer) is sent once its record is written, so a client that
+/// has it finds it stored. Any other body is streamed to the client as the
+/// handler produces it and captured on the way; its last frame waits for
+/// the record. A body larger than the limit, or one that
+/// [`capture`](Self::capture) exempts (server-sent events by default), is
+/// sent but not stored, and still settles the key: duplicates get the 500
+/// `not-stored` problem, never a second run.
 ///
 /// The inner service runs on a task of its own: a client that disconnects
-/// or times out does not cancel it, and its answer is stored for the
-/// client's retry. A retry meanwhile gets 409 with a `Retry-After` of the
-/// route's recent run time (at most the remaining lease). A panic in the
-/// inner service releases the claim and answers 500. On shutdown,
-/// [`Idempotency::drain`] waits for such requests.
+/// or times out does not cancel it (nor the reading of its body), and its
+/// answer is stored for the client's retry. A retry meanwhile gets 409
+/// with a `Retry-After` of the route's recent run time (at most the
+/// remaining lease). A panic in the inner service releases the claim and
+/// answers 500. On shutdown, [`Idempotency::drain`] waits for such
+/// requests.
+///
+/// Compression belongs outside the layer
+/// (`.layer(IdempotencyLayer::new(idem)).layer(CompressionLayer::new())`):
+/// the record keeps the plain body and each replay is encoded for the
+/// duplicate's own `Accept-Encoding`. Inside, the encoded body is stored
+/// with its `Content-Encoding` and `Vary` and replayed as it is; a
+/// duplicate whose `Accept-Encoding` refuses that encoding gets 406.
 ///
 /// Errors are `application/problem+json` ([`Problem`](crate::http::Problem)). Other methods pass
 /// through. Inside the inner service, [`child_key`](crate::child_key)
@@ -107,33 +131,91 @@ pub(crate) struct Config {
     pub(crate) max_response_bytes: usize,
     pub(crate) stored_headers: Vec<HeaderName>,
     pub(crate) store_status: Arc<StoreStatus>,
+    /// Whether a response of a stored status is captured for replay.
+    pub(crate) capture: Arc<Capture>,
+    pub(crate) canonical_json: bool,
     pub(crate) principal: PrincipalRule,
     pub(crate) run_times: Arc<RunTimes>,
+    pub(crate) flights: Arc<Flights>,
 }
 
-/// The default of [`IdempotencyLayer::store_status`]: 2xx, and 4xx other
-/// than 408, 409, 425 and 429 (answers that say "try again").
+/// The 4xx answers that mean the request was refused before anything
+/// happened (malformed, unauthenticated, forbidden, not found, not
+/// acceptable, too large, unsupported media type, invalid, a failed
+/// precondition), or that ask the client to try again (408, 409, 425,
+/// 429): the key is released, so the corrected request or the retry runs.
+const RELEASED_4XX: [u16; 25] = [
+    400, 401, 403, 404, 405, 406, 407, 408, 409, 411, 412, 413, 414, 415, 416, 417, 421, 422, 424,
+    425, 426, 428, 429, 431, 451,
+];
+
+/// The default of [`IdempotencyLayer::store_status`]: what says something
+/// happened is stored; what says nothing happened releases the key.
+///
+/// Stored: every 2xx, `303 See Other` (the usual answer to a POST that
+/// created something elsewhere), and the 4xx that are a final answer of
+/// the business, such as `402 Payment Required` for a declined card, or
+/// `410 Gone`, and any 4xx this list does not know. Released: the 4xx that
+/// refuse a request before it is processed (400, 401, 403, 404, 405, 406,
+/// 407, 411, 412, 413, 414, 415, 416, 417, 421, 422, 424, 426, 428, 431,
+/// 451) or ask to try again (408, 409, 425, 429); other 1xx and 3xx; every
+/// 5xx.
+///
+/// 422 is released because frameworks answer it for a body that does not
+/// validate (axum's `Json` for a missing field); idem's own 422 (the key
+/// reused with another body) is not a handler's answer and stores nothing.
 ///
 /// ```
 /// use axum::http::StatusCode;
 /// use idem::http::stores_by_default;
 ///
 /// assert!(stores_by_default(StatusCode::CREATED));
-/// assert!(stores_by_default(StatusCode::UNPROCESSABLE_ENTITY));
+/// assert!(stores_by_default(StatusCode::PAYMENT_REQUIRED));
+/// assert!(!stores_by_default(StatusCode::UNSUPPORTED_MEDIA_TYPE));
+/// assert!(!stores_by_default(StatusCode::UNPROCESSABLE_ENTITY));
 /// assert!(!stores_by_default(StatusCode::TOO_MANY_REQUESTS));
 /// assert!(!stores_by_default(StatusCode::INTERNAL_SERVER_ERROR));
 /// ```
 pub fn stores_by_default(status: StatusCode) -> bool {
     status.is_success()
-        || (status.is_client_error() && !matches!(status.as_u16(), 408 | 409 | 425 | 429))
+        || status == StatusCode::SEE_OTHER
+        || (status.is_client_error() && !RELEASED_4XX.contains(&status.as_u16()))
+}
+
+/// The default of [`IdempotencyLayer::capture`]: every response but a
+/// `text/event-stream` (server-sent events), which may never end.
+///
+/// ```
+/// use axum::http::{Response, header};
+/// use idem::http::captured_by_default;
+///
+/// let (sse, _) = Response::builder().header(header::CONTENT_TYPE, "text/event-stream").body(()).unwrap().into_parts();
+/// assert!(!captured_by_default("/events", &sse));
+/// let (json, _) = Response::builder().header(header::CONTENT_TYPE, "application/json").body(()).unwrap().into_parts();
+/// assert!(captured_by_default("/orders", &json));
+/// ```
+pub fn captured_by_default(_route: &str, response: &response::Parts) -> bool {
+    let content_type = response.headers.get(header::CONTENT_TYPE);
+    !content_type.is_some_and(|value| {
+        value
+            .as_bytes()
+            .split(|&b| b == b';')
+            .next()
+            .is_some_and(|essence| {
+                essence
+                    .trim_ascii()
+                    .eq_ignore_ascii_case(b"text/event-stream")
+            })
+    })
 }
 
 impl IdempotencyLayer {
     /// A layer storing its records through `idem`, with the defaults: POST
     /// and PATCH, key required, TTL 24 h, lease 30 s, no wait, request
     /// bodies up to 2 MiB, responses up to 512 KiB stored with their
-    /// `Content-Type`, `Content-Language`, `Content-Location`, `Location`,
-    /// `ETag` and `Last-Modified` headers.
+    /// `Content-Type`, `Content-Encoding`, `Content-Language`,
+    /// `Content-Location`, `Location`, `ETag`, `Last-Modified`,
+    /// `Cache-Control` and `Vary` headers.
     ///
     /// ```
     /// let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
@@ -152,15 +234,21 @@ impl IdempotencyLayer {
                 max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
                 stored_headers: vec![
                     header::CONTENT_TYPE,
+                    header::CONTENT_ENCODING,
                     header::CONTENT_LANGUAGE,
                     header::CONTENT_LOCATION,
                     header::LOCATION,
                     header::ETAG,
                     header::LAST_MODIFIED,
+                    header::CACHE_CONTROL,
+                    header::VARY,
                 ],
                 store_status: Arc::new(stores_by_default),
+                capture: Arc::new(captured_by_default),
+                canonical_json: false,
                 principal: PrincipalRule::default(),
                 run_times: Arc::default(),
+                flights: Arc::default(),
             }),
         }
     }
@@ -222,6 +310,17 @@ impl IdempotencyLayer {
     /// How long a duplicate waits for the first request's answer before
     /// getting 409 with `Retry-After`. Default: zero (409 at once).
     ///
+    /// A duplicate that waited on a first request that failed (its answer
+    /// is not stored, such as a 5xx, and the key released) gets that
+    /// answer too, with `Idempotent-Replayed: true` (or a 409
+    /// `attempt-failed` problem when the answer was larger than
+    /// [`max_response_bytes`](Self::max_response_bytes)), instead of
+    /// running the request again: the handler runs once for a burst of
+    /// duplicates. A retry sent after that answer runs again. This holds
+    /// for duplicates that reach the same server instance; a duplicate
+    /// waiting on another instance (sharing the store) sees the key
+    /// released and may run it.
+    ///
     /// ```
     /// # use std::time::Duration;
     /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
@@ -244,12 +343,19 @@ impl IdempotencyLayer {
         self
     }
 
-    /// The largest response body stored. A larger response is sent as it
-    /// is but not stored: the claim is released and a retry runs again (a
-    /// warning is logged). Keep it below the handle's
+    /// The largest response body stored. Responses are streamed to the
+    /// client as the handler produces them and captured on the way up to
+    /// this size. A larger one is still sent whole, but not stored; the
+    /// key is settled all the same (the handler ran): duplicates get a 500
+    /// `not-stored` problem until the TTL ends, never a second run, and a
+    /// warning is logged. When the body's length is known up front the
+    /// first response says so with `Idempotent-Stored: false`. Keep it
+    /// below the handle's
     /// [`max_record_bytes`](crate::IdempotencyBuilder::max_record_bytes)
-    /// less a third (bodies that are not UTF-8 are stored as base64).
-    /// Default: 512 KiB.
+    /// less a third (bodies may be stored as base64); a record that does
+    /// not fit is settled the same way (its first response, sent once the
+    /// record is written, carries no `Idempotent-Stored` header: the record
+    /// limit is the handle's, checked as it stores). Default: 512 KiB.
     ///
     /// ```
     /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
@@ -261,8 +367,10 @@ impl IdempotencyLayer {
     }
 
     /// The response headers stored and replayed, replacing the default set
-    /// (`Content-Type`, `Content-Language`, `Content-Location`, `Location`,
-    /// `ETag`, `Last-Modified`). Replays also carry `Idempotent-Replayed`.
+    /// (`Content-Type`, `Content-Encoding`, `Content-Language`,
+    /// `Content-Location`, `Location`, `ETag`, `Last-Modified`,
+    /// `Cache-Control`, `Vary`). `Content-Encoding` is kept in any case:
+    /// it belongs to the body. Replays also carry `Idempotent-Replayed`.
     ///
     /// ```
     /// # use axum::http::{HeaderName, header};
@@ -293,6 +401,46 @@ impl IdempotencyLayer {
         stores: impl Fn(StatusCode) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.config().store_status = Arc::new(stores);
+        self
+    }
+
+    /// Which responses of a stored status are captured for replay; the
+    /// others are streamed to the client untouched (a client that goes
+    /// away ends them) and the key is settled without a stored answer:
+    /// duplicates get the 500 `not-stored` problem until the TTL ends, and
+    /// the first response carries `Idempotent-Stored: false`. For routes
+    /// whose answer is a stream with no end, or not worth keeping. The
+    /// function gets the matched route (or the URI path) and the
+    /// response's head. Default: [`captured_by_default`] (all but
+    /// `text/event-stream`).
+    ///
+    /// ```
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.capture(|route, response| {
+    ///     route != "/exports" && idem::http::captured_by_default(route, response)
+    /// });
+    /// ```
+    pub fn capture(
+        mut self,
+        captures: impl Fn(&str, &response::Parts) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.config().capture = Arc::new(captures);
+        self
+    }
+
+    /// Fingerprints a JSON request body by its value rather than its bytes:
+    /// the same object with its keys in another order, or other
+    /// whitespace, is the same request (as for `#[idempotent]`, whose
+    /// fingerprint hashes the parsed value with map entries in sorted
+    /// order). A body that is not JSON is still compared byte for byte.
+    /// Default: off (bytes).
+    ///
+    /// ```
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.canonical_json();
+    /// ```
+    pub fn canonical_json(mut self) -> Self {
+        self.config().canonical_json = true;
         self
     }
 
@@ -390,6 +538,7 @@ impl fmt::Debug for IdempotencyLayer {
             .field("max_body_bytes", &c.max_body_bytes)
             .field("max_response_bytes", &c.max_response_bytes)
             .field("stored_headers", &c.stored_headers)
+            .field("canonical_json", &c.canonical_json)
             .field("principal", &c.principal)
             .finish_non_exhaustive()
     }
@@ -459,16 +608,21 @@ where
         // On a task of its own: hyper drops this future when the client
         // goes away, and the handler must not stop half-way through with
         // its claim released, or the client's retry would run it again.
+        // The task answers as soon as the response's head is known, and
+        // goes on reading its body (to the client and into the record).
         let config = Arc::clone(&self.config);
+        let (reply, answer) = tokio::sync::oneshot::channel();
         let detached =
             config
                 .idem
-                .spawn_detached(request::handle(Arc::clone(&config), inner, request));
+                .spawn_detached(request::handle(Arc::clone(&config), inner, request, reply));
         Box::pin(async move {
-            match detached.await {
+            match answer.await {
                 Ok(answer) => answer,
-                Err(err) if err.is_panic() => Ok(request::handler_panicked()),
-                Err(_) => Ok(request::runtime_stopped()),
+                Err(_) => match detached.await {
+                    Err(err) if err.is_panic() => Ok(request::handler_panicked()),
+                    _ => Ok(request::runtime_stopped()),
+                },
             }
         })
     }

@@ -1,6 +1,7 @@
 //! What the layer does with one request: read its key, scope and
-//! fingerprint (`prepare`), run the inner service under a claim (`run`),
-//! and turn the outcome into the answer (`answer`).
+//! fingerprint (`prepare`), run the inner service under a claim (`run`,
+//! `attempt`), and answer (`answer`, then the response held back until
+//! the key is settled).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,26 +9,34 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::MatchedPath;
 use axum::http::request::Parts;
-use axum::http::{Request, Response, header};
+use axum::http::{HeaderValue, Request, Response, header};
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tokio::sync::{oneshot, watch};
 use tower::Service;
 
+use crate::http::flights::{Ended, Joined};
 use crate::http::layer::Config;
-use crate::http::stored::StoredResponse;
-use crate::http::{IdempotencyKey, Problem, key};
+use crate::http::stored::{Head, Kept, StoredResponse};
+use crate::http::tee::{Captured, Tail, tee};
+use crate::http::{IDEMPOTENT_STORED, IdempotencyKey, Problem, key};
 use crate::{Digester, Error, Fingerprint, KeyHasher, KeyPart, Reported};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Where the answer to the client goes: the layer's future waits on it
+/// while the attempt, on a task of its own, may go on reading the body.
+pub(crate) type Reply<E> = oneshot::Sender<Result<Response<Body>, E>>;
 
 /// How the guarded run ended when it has no response to store.
 enum Failure<E> {
     /// idem answered instead of the inner service.
     Idem(Error),
-    /// The inner service answered with a status that is not stored (or a
-    /// response too large to store): sent as it is, claim released.
-    Unstored(Response<Body>),
+    /// The inner service answered with a status that is not stored: sent
+    /// as it is, claim released. The captured answer, if it fit, is for
+    /// the duplicates that waited on this attempt.
+    Released(Option<StoredResponse>),
     /// The inner service failed.
     Inner(E),
 }
@@ -38,11 +47,20 @@ impl<E> From<Error> for Failure<E> {
     }
 }
 
+/// The attempt's answer not yet fully sent when the key is settled.
+enum Rest {
+    /// A whole response, sent after the record is written.
+    Whole(Response<Body>),
+    /// A streamed response whose last frame waits for the record.
+    Streamed(Tail),
+}
+
 /// A request ready to be claimed: its key, scope and fingerprint read.
 struct Prepared {
     key: IdempotencyKey,
     scope: HttpScope,
     fingerprint: Fingerprint,
+    accept_encoding: Option<HeaderValue>,
     request: Request<Body>,
 }
 
@@ -51,16 +69,20 @@ pub(crate) async fn handle<S, B>(
     config: Arc<Config>,
     inner: S,
     request: Request<Body>,
-) -> Result<Response<Body>, S::Error>
-where
+    reply: Reply<S::Error>,
+) where
     S: Service<Request<Body>, Response = Response<B>>,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
     match prepare(&config, request).await {
-        Ok(Ok(prepared)) => run(&config, inner, prepared).await,
-        Ok(Err(keyless)) => pass(inner, keyless).await,
-        Err(refused) => Ok(refused),
+        Ok(Ok(prepared)) => run(&config, inner, prepared, reply).await,
+        Ok(Err(keyless)) => {
+            let _ = reply.send(pass(inner, keyless).await);
+        }
+        Err(refused) => {
+            let _ = reply.send(Ok(refused));
+        }
     }
 }
 
@@ -89,27 +111,43 @@ async fn prepare(
         route,
         principal: config.principal.of(&parts),
     };
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut digest = Digester::new();
-    let fingerprint = digest
-        .part(&RawBytes(target.as_bytes()))
-        .and_then(|()| digest.part(&RawBytes(&body)))
-        .map(|()| digest.finish())
+    let fingerprint = fingerprint(config, &parts, &body)
         .map_err(|err| Error::Codec(err.into()).into_response())?;
     Ok(Ok(Prepared {
         key,
         scope,
         fingerprint,
+        accept_encoding: parts.headers.get(header::ACCEPT_ENCODING).cloned(),
         request: Request::from_parts(parts, Body::from(body)),
     }))
 }
 
-/// Claims the key and runs the inner service if the claim is won.
-async fn run<S, B>(
+/// SHA-256 over the request's path and query and its body: the body's
+/// bytes, or with [`canonical_json`](crate::http::IdempotencyLayer::canonical_json)
+/// the JSON value it parses as (map order and whitespace then do not
+/// matter; a body that is not JSON is hashed as bytes).
+fn fingerprint(
     config: &Config,
-    mut inner: S,
-    prepared: Prepared,
-) -> Result<Response<Body>, S::Error>
+    parts: &Parts,
+    body: &Bytes,
+) -> Result<Fingerprint, crate::FingerprintError> {
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut digest = Digester::new();
+    digest.part(&RawBytes(target.as_bytes()))?;
+    let json = config
+        .canonical_json
+        .then(|| serde_json::from_slice::<serde_json::Value>(body).ok())
+        .flatten();
+    match json {
+        Some(value) => digest.part(&("json", value))?,
+        None => digest.part(&RawBytes(body))?,
+    }
+    Ok(digest.finish())
+}
+
+/// Claims the key and runs the inner service if the claim is won; with
+/// `wait`, first follows an attempt of the same key running here.
+async fn run<S, B>(config: &Config, inner: S, prepared: Prepared, reply: Reply<S::Error>)
 where
     S: Service<Request<Body>, Response = Response<B>>,
     B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -119,95 +157,263 @@ where
         key,
         scope,
         fingerprint,
+        accept_encoding,
         request,
     } = prepared;
-    let route = scope.route_key();
-    // The first answer keeps all its headers; only the replays are cut
-    // down to the stored ones.
-    let mut original = None;
-    let slot = &mut original;
     let mut call = config.idem.call(&scope, key.as_str()).ttl(config.ttl);
     if let Some(lease) = config.lease {
         call = call.lease(lease);
     }
+    let mut wait = config.wait;
+    let mut lead = None;
+    if !wait.is_zero() {
+        match config.flights.join(call.record_key(), fingerprint) {
+            Joined::Lead(joined) => lead = Some(joined),
+            Joined::Follow(end) => {
+                let started = Instant::now();
+                match follow(end, wait).await {
+                    Some(Ended::Failed(answer)) => {
+                        let _ = reply.send(Ok(failed_attempt(answer, accept_encoding.as_ref())));
+                        return;
+                    }
+                    Some(Ended::Settled) => wait = wait.saturating_sub(started.elapsed()),
+                    None => wait = Duration::ZERO,
+                }
+            }
+            Joined::Apart => {}
+        }
+    }
+    let route = scope.route_key();
+    let mut reply = Some(reply);
+    let mut rest = None;
+    let (reply_slot, rest_slot) = (&mut reply, &mut rest);
     let reported = call
-        .wait(config.wait)
+        .wait(wait)
         .fingerprint_digest(fingerprint)
-        .run_reported(|| async {
-            let started = Instant::now();
-            let response = inner.call(request).await.map_err(Failure::Inner)?;
-            let kept = keep(config, response).await;
-            config.run_times.record(&route, started.elapsed());
-            let (stored, response) = kept?;
-            *slot = Some(response);
-            Ok(stored)
-        })
+        .run_reported(|| attempt(config, inner, request, &scope, reply_slot, rest_slot))
         .await;
-    answer(config, &route, reported, original)
+    let ended = answer(
+        config,
+        &route,
+        reported,
+        &mut reply,
+        rest.is_some(),
+        accept_encoding.as_ref(),
+    );
+    if let Some(lead) = lead {
+        lead.end(ended);
+    }
+    match rest {
+        Some(Rest::Whole(response)) => send(&mut reply, Ok(response)),
+        Some(Rest::Streamed(tail)) => tail.finish().await,
+        None => {}
+    }
 }
 
-/// Captures a response to store, or says why it is sent unstored.
-async fn keep<B, E>(
+/// Waits up to `wait` for the end of the attempt a duplicate follows.
+async fn follow(mut end: watch::Receiver<Option<Ended>>, wait: Duration) -> Option<Ended> {
+    let ended = tokio::time::timeout(wait, end.wait_for(Option::is_some)).await;
+    match ended {
+        Ok(Ok(ended)) => ended.clone(),
+        // The attempt's task is gone (the runtime stopped): as failed.
+        Ok(Err(_)) => Some(Ended::Failed(None)),
+        Err(_) => None,
+    }
+}
+
+/// Runs the inner service and captures its answer. The answer reaches the
+/// client through `rest` once the key is settled, or, when its body is
+/// streamed, through `reply` at once (all but its last frame).
+async fn attempt<S, B>(
     config: &Config,
-    response: Response<B>,
-) -> Result<(StoredResponse, Response<Body>), Failure<E>>
+    mut inner: S,
+    request: Request<Body>,
+    scope: &HttpScope,
+    reply: &mut Option<Reply<S::Error>>,
+    rest: &mut Option<Rest>,
+) -> Result<Kept, Failure<S::Error>>
 where
+    S: Service<Request<Body>, Response = Response<B>>,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    if !(config.store_status)(response.status()) {
-        return Err(Failure::Unstored(response.map(Body::new)));
+    let started = Instant::now();
+    let response = inner.call(request).await.map_err(Failure::Inner)?;
+    let (mut parts, body) = response.into_parts();
+    let stores = (config.store_status)(parts.status);
+    let limit = config.max_response_bytes;
+    let head = Head::capture(&parts, &config.stored_headers);
+    let hint = body.size_hint();
+    if stores && !(config.capture)(&scope.route, &parts) {
+        // Streamed as it is, never read by idem: a client that goes away
+        // ends it. The key is settled: duplicates get `not-stored`.
+        parts
+            .headers
+            .insert(IDEMPOTENT_STORED, HeaderValue::from_static("false"));
+        send(reply, Ok(Response::from_parts(parts, Body::new(body))));
+        config
+            .run_times
+            .record(&scope.route_key(), started.elapsed());
+        return Ok(Kept::Unstorable(
+            "the response is streamed without capture".into(),
+        ));
     }
-    let (parts, body) = response.into_parts();
-    let body = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(err) => {
-            let err: BoxError = err.into();
-            tracing::warn!(error = %err, "idem: the response body failed; claim released");
-            return Err(Failure::Unstored(response_failed()));
+    let captured = if hint.exact().is_some_and(|size| size <= limit as u64) {
+        // A body of known length that fits (every `Json`, `String`,
+        // `Bytes` answer): read whole, sent once the key is settled.
+        let collected = body.collect().await.map_err(|err| err.into().to_string());
+        let captured = match collected {
+            Ok(collected) => Captured::Whole(collected.to_bytes()),
+            Err(reason) => Captured::Failed(reason),
+        };
+        if let Captured::Whole(bytes) = &captured {
+            *rest = Some(Rest::Whole(Response::from_parts(
+                parts,
+                Body::from(bytes.clone()),
+            )));
+        } else {
+            *rest = Some(Rest::Whole(response_failed()));
         }
+        captured
+    } else {
+        if stores && hint.lower() > limit as u64 {
+            parts
+                .headers
+                .insert(IDEMPOTENT_STORED, HeaderValue::from_static("false"));
+        }
+        let (relay, pump) = tee(body, limit);
+        send(reply, Ok(Response::from_parts(parts, Body::new(relay))));
+        let (captured, tail) = pump.run().await;
+        *rest = Some(Rest::Streamed(tail));
+        captured
     };
-    if body.len() > config.max_response_bytes {
-        tracing::warn!(
-            size = body.len(),
-            limit = config.max_response_bytes,
-            "idem: response too large to store; sent unstored and claim released"
-        );
-        return Err(Failure::Unstored(Response::from_parts(
-            parts,
-            Body::from(body),
-        )));
-    }
-    let stored = StoredResponse::capture(&parts, &body, &config.stored_headers);
-    Ok((stored, Response::from_parts(parts, Body::from(body))))
+    config
+        .run_times
+        .record(&scope.route_key(), started.elapsed());
+    kept(stores, head, captured, limit)
 }
 
-/// The answer to the client, from how the call ended.
+/// What the call stores (or releases) for a captured answer.
+fn kept<E>(stores: bool, head: Head, captured: Captured, limit: usize) -> Result<Kept, Failure<E>> {
+    match captured {
+        Captured::Whole(body) if stores => Ok(Kept::Response(head.with_body(body))),
+        Captured::Whole(body) => Err(Failure::Released(Some(head.with_body(body)))),
+        _ if !stores => Err(Failure::Released(None)),
+        Captured::Over { size } => Ok(Kept::Unstorable(format!(
+            "the response body ({size} bytes) is larger than max_response_bytes ({limit})"
+        ))),
+        Captured::Failed(reason) => Ok(Kept::Unstorable(format!(
+            "the response body failed: {reason}"
+        ))),
+    }
+}
+
+/// Answers the client when the attempt has not (a replay, a refusal),
+/// and says how the attempt ended for its followers.
 fn answer<E>(
     config: &Config,
     route: &str,
-    reported: Reported<Result<StoredResponse, Failure<E>>>,
-    original: Option<Response<Body>>,
-) -> Result<Response<Body>, E> {
-    match (reported.result, original) {
-        (Ok(stored), _) if reported.replayed => Ok(stored.into_replay()),
-        (Ok(_), Some(response)) => Ok(response),
-        (Ok(_), None) => Ok(response_failed()),
+    reported: Reported<Result<Kept, Failure<E>>>,
+    reply: &mut Option<Reply<E>>,
+    ran: bool,
+    accept_encoding: Option<&HeaderValue>,
+) -> Ended {
+    match reported.result {
+        Ok(Kept::Response(stored)) if reported.replayed => {
+            send(reply, Ok(replay(&stored, accept_encoding)));
+            Ended::Settled
+        }
+        Ok(_) => Ended::Settled,
         // The service ran but its answer could not be stored (the store
         // failed at completion, or the lease was lost): the client still
         // gets what happened.
-        (Err(Failure::Idem(err)), Some(response)) => {
+        Err(Failure::Idem(err)) if ran => {
             tracing::warn!(error = %err, "idem: response sent but not stored");
-            Ok(response)
+            Ended::Settled
         }
-        (Err(Failure::Idem(mut err)), None) => {
+        Err(Failure::Idem(mut err)) => {
             if let Error::InProgress { retry_after, .. } = &mut err {
                 *retry_after = config.run_times.estimate(route, *retry_after);
             }
-            Ok(err.into_response())
+            send(reply, Ok(err.into_response()));
+            Ended::Settled
         }
-        (Err(Failure::Unstored(response)), _) => Ok(response),
-        (Err(Failure::Inner(err)), _) => Err(err),
+        Err(Failure::Released(captured)) => Ended::Failed(captured.map(Arc::new)),
+        Err(Failure::Inner(err)) => {
+            send(reply, Err(err));
+            Ended::Failed(None)
+        }
+    }
+}
+
+fn send<E>(reply: &mut Option<Reply<E>>, answer: Result<Response<Body>, E>) {
+    if let Some(reply) = reply.take() {
+        // The layer's future is gone when the client is: nobody to answer.
+        let _ = reply.send(answer);
+    }
+}
+
+/// A stored answer for a duplicate, unless it is encoded in a way the
+/// duplicate refuses (`Accept-Encoding`): then 406, since idem does not
+/// re-encode bodies.
+fn replay(stored: &StoredResponse, accept_encoding: Option<&HeaderValue>) -> Response<Body> {
+    match (stored.content_encoding(), accept_encoding) {
+        (Some(coding), Some(accepted)) if !accepts(accepted.as_bytes(), coding) => Problem::new(
+            406,
+            "encoding-not-acceptable",
+            "Stored response encoding not acceptable",
+            format!(
+                "The response to this Idempotency-Key is stored with Content-Encoding {}, which this request's Accept-Encoding refuses; send Accept-Encoding: {0}.",
+                String::from_utf8_lossy(coding)
+            ),
+        )
+        .into_response(),
+        _ => stored.replay(),
+    }
+}
+
+/// Whether an `Accept-Encoding` value accepts `coding` (RFC 9110 §12.5.3:
+/// listed or `*` with a q-value above zero).
+fn accepts(accepted: &[u8], coding: &[u8]) -> bool {
+    let mut wildcard = false;
+    for item in accepted.split(|&b| b == b',') {
+        let mut params = item.split(|&b| b == b';');
+        let name = params.next().unwrap_or_default().trim_ascii();
+        let refused = params.any(|param| {
+            let param = param.trim_ascii();
+            param.len() >= 2
+                && param[..2].eq_ignore_ascii_case(b"q=")
+                && std::str::from_utf8(&param[2..])
+                    .ok()
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    == Some(0.0)
+        });
+        if name.eq_ignore_ascii_case(coding) {
+            return !refused;
+        }
+        if name == b"*" {
+            wildcard = !refused;
+        }
+    }
+    wildcard
+}
+
+/// The answer for a duplicate that waited on an attempt that failed: that
+/// attempt's answer, or 409 when it was not captured.
+fn failed_attempt(
+    answer: Option<Arc<StoredResponse>>,
+    accept_encoding: Option<&HeaderValue>,
+) -> Response<Body> {
+    match answer {
+        Some(stored) => replay(&stored, accept_encoding),
+        None => Problem::new(
+            409,
+            "attempt-failed",
+            "Request failed",
+            "The request with this Idempotency-Key that this one waited for failed and nothing was stored; retry with the same Idempotency-Key to run it again.",
+        )
+        .retry_after(Duration::from_secs(1))
+        .into_response(),
     }
 }
 
@@ -286,7 +492,7 @@ fn response_failed() -> Response<Body> {
         500,
         "response-failed",
         "Response failed",
-        "The response body failed while it was being stored; retry with the same Idempotency-Key.",
+        "The handler ran, but its response body failed before it could be sent; it will not run again for this Idempotency-Key.",
     )
     .into_response()
 }
@@ -333,5 +539,21 @@ impl KeyPart for HttpScope {
             out.push_str(" for ");
             out.push_str(principal);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accepts;
+
+    #[test]
+    fn accept_encoding_lists_wildcards_and_zero_q() {
+        assert!(accepts(b"gzip, deflate, br", b"gzip"));
+        assert!(accepts(b"GZIP;q=0.5", b"gzip"));
+        assert!(!accepts(b"identity", b"gzip"));
+        assert!(!accepts(b"gzip;q=0", b"gzip"));
+        assert!(accepts(b"*", b"br"));
+        assert!(!accepts(b"*;q=0", b"br"));
+        assert!(!accepts(b"", b"gzip"));
     }
 }

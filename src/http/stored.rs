@@ -1,51 +1,84 @@
 //! The value the layer stores for replay: status, chosen headers, body.
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, response};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header, response};
 use axum::response::Response;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::http::key::IDEMPOTENT_REPLAYED;
 
-/// A response as stored: kept small in the record's JSON by writing bodies
-/// and header values as text when they are UTF-8 and as base64 otherwise.
+/// A response as stored. Bodies and header values are written as text when
+/// that is no longer than base64 (readable JSON bodies stay readable in
+/// `idem inspect`), and as base64 otherwise, so a body never grows by more
+/// than a third in the record, whatever its bytes.
 ///
 /// Records are read by shape, not by this type's path, so it may move; its
 /// fields are the stored format (golden records in
 /// `integration/tests/golden/` pin them).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct StoredResponse {
     status: u16,
     headers: Vec<(String, Blob)>,
     body: Blob,
 }
 
-impl StoredResponse {
-    /// Captures the status, the headers named in `keep` and the body.
-    pub(crate) fn capture(parts: &response::Parts, body: &Bytes, keep: &[HeaderName]) -> Self {
+/// A response's status and kept headers, before its body is known.
+pub(crate) struct Head {
+    status: u16,
+    headers: Vec<(String, Blob)>,
+}
+
+impl Head {
+    /// The status and the headers named in `keep`, plus `Content-Encoding`,
+    /// which always travels with the body it describes.
+    pub(crate) fn capture(parts: &response::Parts, keep: &[HeaderName]) -> Self {
+        let encoding =
+            (!keep.contains(&header::CONTENT_ENCODING)).then_some(&header::CONTENT_ENCODING);
         let headers = keep
             .iter()
+            .chain(encoding)
             .flat_map(|name| {
-                parts
-                    .headers
-                    .get_all(name)
-                    .iter()
-                    .map(|value| (name.as_str().to_owned(), Blob(value.as_bytes().to_vec())))
+                parts.headers.get_all(name).iter().map(|value| {
+                    let value = Blob(Bytes::copy_from_slice(value.as_bytes()));
+                    (name.as_str().to_owned(), value)
+                })
             })
             .collect();
         Self {
             status: parts.status.as_u16(),
             headers,
-            body: Blob(body.to_vec()),
         }
     }
 
+    pub(crate) fn with_body(self, body: Bytes) -> StoredResponse {
+        StoredResponse {
+            status: self.status,
+            headers: self.headers,
+            body: Blob(body),
+        }
+    }
+}
+
+impl StoredResponse {
+    /// The stored `Content-Encoding`, if the body is encoded.
+    pub(crate) fn content_encoding(&self) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(name, _)| name.as_str() == header::CONTENT_ENCODING.as_str())
+            .map(|(_, Blob(value))| value.as_ref())
+    }
+
     /// The replayed answer, marked `Idempotent-Replayed: true`.
-    pub(crate) fn into_replay(self) -> Response {
+    pub(crate) fn replay(&self) -> Response {
         let mut headers = HeaderMap::with_capacity(self.headers.len() + 1);
-        for (name, Blob(value)) in self.headers {
-            match (HeaderName::try_from(name), HeaderValue::from_bytes(&value)) {
+        for (name, Blob(value)) in &self.headers {
+            match (
+                HeaderName::try_from(name.as_str()),
+                HeaderValue::from_bytes(value),
+            ) {
                 (Ok(name), Ok(value)) => {
                     headers.append(name, value);
                 }
@@ -53,7 +86,7 @@ impl StoredResponse {
             }
         }
         headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
-        let mut response = Response::new(Body::from(self.body.0));
+        let mut response = Response::new(Body::from(self.body.0.clone()));
         *response.status_mut() =
             StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         *response.headers_mut() = headers;
@@ -61,10 +94,36 @@ impl StoredResponse {
     }
 }
 
-/// Bytes that serialize as `{"t": "…"}` when they are UTF-8, else
-/// `{"b64": "…"}`: JSON would otherwise write one number per byte.
+/// What the layer hands its call to store: a response, or why there is
+/// none to store. The second fails to encode on purpose: the call then
+/// settles the key with a not-stored record (as for any result that cannot
+/// be stored), so duplicates get the `not-stored` problem and the handler
+/// never runs twice.
 #[derive(Debug)]
-struct Blob(Vec<u8>);
+pub(crate) enum Kept {
+    Response(StoredResponse),
+    Unstorable(String),
+}
+
+impl Serialize for Kept {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Kept::Response(response) => response.serialize(serializer),
+            Kept::Unstorable(reason) => Err(serde::ser::Error::custom(reason)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Kept {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        StoredResponse::deserialize(deserializer).map(Kept::Response)
+    }
+}
+
+/// Bytes that serialize as `{"t": "…"}` (text) or `{"b64": "…"}`, whichever
+/// is shorter as JSON.
+#[derive(Debug, Clone)]
+struct Blob(Bytes);
 
 #[derive(Serialize, Deserialize)]
 enum BlobForm<S> {
@@ -77,8 +136,10 @@ enum BlobForm<S> {
 impl Serialize for Blob {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match std::str::from_utf8(&self.0) {
-            Ok(text) => BlobForm::Text(text).serialize(serializer),
-            Err(_) => BlobForm::Base64(base64::encode(&self.0)).serialize(serializer),
+            Ok(text) if escaped_len(text) <= self.0.len().div_ceil(3) * 4 => {
+                BlobForm::Text(text).serialize(serializer)
+            }
+            _ => BlobForm::Base64(STANDARD.encode(&self.0)).serialize(serializer),
         }
     }
 }
@@ -86,96 +147,78 @@ impl Serialize for Blob {
 impl<'de> Deserialize<'de> for Blob {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         match BlobForm::<String>::deserialize(deserializer)? {
-            BlobForm::Text(text) => Ok(Blob(text.into_bytes())),
-            BlobForm::Base64(encoded) => base64::decode(&encoded)
-                .map(Blob)
-                .ok_or_else(|| serde::de::Error::custom("malformed base64 in a stored response")),
+            BlobForm::Text(text) => Ok(Blob(Bytes::from(text))),
+            BlobForm::Base64(encoded) => STANDARD
+                .decode(encoded)
+                .map(|bytes| Blob(Bytes::from(bytes)))
+                .map_err(|_| serde::de::Error::custom("malformed base64 in a stored response")),
         }
     }
 }
 
-/// Standard base64 with padding: enough for stored bodies, no dependency.
-mod base64 {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-    pub(super) fn encode(bytes: &[u8]) -> String {
-        let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-        for chunk in bytes.chunks(3) {
-            let n = chunk
-                .iter()
-                .enumerate()
-                .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-            for i in 0..4 {
-                if i <= chunk.len() {
-                    out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
-                } else {
-                    out.push('=');
-                }
-            }
-        }
-        out
-    }
-
-    pub(super) fn decode(text: &str) -> Option<Vec<u8>> {
-        let chunks = text.as_bytes().chunks_exact(4);
-        if !chunks.remainder().is_empty() {
-            return None;
-        }
-        let mut out = Vec::with_capacity(text.len() / 4 * 3);
-        for chunk in chunks {
-            let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
-            if pad > 2 {
-                return None;
-            }
-            let mut n = 0u32;
-            for (i, &c) in chunk[..4 - pad].iter().enumerate() {
-                let value = ALPHABET.iter().position(|&a| a == c)? as u32;
-                n |= value << (18 - 6 * i);
-            }
-            out.extend_from_slice(&n.to_be_bytes()[1..4 - pad]);
-        }
-        Some(out)
-    }
+/// The length of `text` as a JSON string's contents: serde_json escapes
+/// quotes, backslashes and control characters (`\n` in two bytes, most
+/// others as `\u00XX` in six).
+fn escaped_len(text: &str) -> usize {
+    text.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
 }
 
 /// Decodes stored record bytes as a replayed response, for the fuzzer
 /// (`fuzz/`): any input is an answer or a `CodecError`, never a panic.
 #[doc(hidden)]
 pub fn fuzz_stored_response(bytes: &[u8]) -> Result<Response, crate::CodecError> {
-    crate::__private::decode_record::<StoredResponse>(bytes).map(StoredResponse::into_replay)
+    crate::__private::decode_record::<StoredResponse>(bytes).map(|stored| stored.replay())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn base64_round_trips() {
-        for len in 0..40 {
-            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + 200) as u8).collect();
-            let encoded = base64::encode(&bytes);
-            assert_eq!(base64::decode(&encoded).unwrap(), bytes, "{encoded}");
+    fn stored(body: &[u8]) -> StoredResponse {
+        StoredResponse {
+            status: 201,
+            headers: vec![(
+                "content-type".into(),
+                Blob(Bytes::from_static(b"application/json")),
+            )],
+            body: Blob(Bytes::copy_from_slice(body)),
         }
-        assert_eq!(base64::encode(b"foobar"), "Zm9vYmFy");
-        assert_eq!(base64::encode(b"fo"), "Zm8=");
-        assert_eq!(base64::decode("Zm8"), None);
-        assert_eq!(base64::decode("Z!8="), None);
     }
 
     #[test]
-    fn text_stays_text_and_binary_is_base64() {
-        let stored = StoredResponse {
-            status: 201,
-            headers: vec![("content-type".into(), Blob(b"application/json".to_vec()))],
-            body: Blob(vec![0xff, 0x00]),
-        };
-        let json = serde_json::to_string(&stored).unwrap();
+    fn text_stays_text_and_the_rest_is_base64() {
+        let json = serde_json::to_string(&stored(&[0xff, 0x00])).unwrap();
         assert!(json.contains(r#"{"t":"application/json"}"#), "{json}");
         assert!(json.contains(r#"{"b64":"/wA="}"#), "{json}");
         let back: StoredResponse = serde_json::from_str(&json).unwrap();
-        let response = back.into_replay();
+        let response = back.replay();
         assert_eq!(response.status(), 201);
         assert_eq!(response.headers()["idempotent-replayed"], "true");
         assert_eq!(response.headers()["content-type"], "application/json");
+    }
+
+    #[test]
+    fn no_body_grows_by_more_than_a_third() {
+        // Control bytes are valid UTF-8 but six bytes each as JSON text.
+        let controls = vec![0x01u8; 3000];
+        let json = serde_json::to_vec(&stored(&controls)).unwrap();
+        assert!(json.len() < 4100, "{} bytes", json.len());
+        let back: StoredResponse = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back.body.0, controls);
+        // Plain JSON text stays text.
+        let text = serde_json::to_string(&stored(br#"{"id":1}"#)).unwrap();
+        assert!(text.contains(r#"{"t":"{\"id\":1}"}"#), "{text}");
+    }
+
+    #[test]
+    fn an_unstorable_response_fails_to_encode() {
+        let err = serde_json::to_vec(&Kept::Unstorable("too large".into())).unwrap_err();
+        assert!(err.to_string().contains("too large"));
     }
 }

@@ -256,6 +256,9 @@ pub fn router(payments: Payments, options: &Options) -> Router {
     let idempotency = IdempotencyLayer::new(payments.inner.idem.clone())
         .wait(options.wait)
         .max_body_bytes(options.max_body_bytes)
+        // A JSON API: the same payment with its fields in another order is
+        // the same request.
+        .canonical_json()
         .principal(|parts| parts.extensions.get::<User>().map(|user| user.0.clone()));
     Router::new()
         .route("/payments", post(create_payment))
