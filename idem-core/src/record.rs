@@ -18,11 +18,14 @@
 //! of another version is `CodecError::VersionChanged`, never a silent
 //! misreading.
 
+mod json_ext;
+
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::CodecError;
 
-const FORMAT: u8 = 2;
+const FORMAT: u8 = 3;
+const FORMAT_2: u8 = 2;
 const FORMAT_1: u8 = 1;
 const OK: u8 = 0;
 const ERR: u8 = 1;
@@ -51,7 +54,7 @@ pub(crate) fn encode<T: Serialize>(
     out.extend_from_slice(&0u32.to_be_bytes());
     out.push(name.len() as u8);
     out.extend_from_slice(name.as_bytes());
-    serde_json::to_writer(&mut out, value).map_err(|source| CodecError::Json {
+    json_ext::to_writer(&mut out, value).map_err(|source| CodecError::Json {
         action: "encode",
         type_name: std::any::type_name::<T>(),
         source,
@@ -94,6 +97,7 @@ pub(crate) fn not_stored(reason: &str) -> Vec<u8> {
 
 /// A record split into its parts, before the value is decoded.
 pub(crate) struct Parsed<'a> {
+    format: u8,
     pub outcome: Outcome,
     /// The value's version (0 unless the function sets one).
     pub version: u32,
@@ -105,7 +109,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
     let &format = bytes.first().ok_or(CodecError::Corrupt("empty record"))?;
     // Where the version and the name length are, by format.
     let (version, name_at) = match format {
-        FORMAT => {
+        FORMAT | FORMAT_2 => {
             let version = bytes
                 .get(2..6)
                 .ok_or(CodecError::Corrupt("record shorter than its header"))?;
@@ -132,6 +136,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
     let type_name =
         std::str::from_utf8(name).map_err(|_| CodecError::Corrupt("type name is not UTF-8"))?;
     Ok(Parsed {
+        format,
         outcome,
         version,
         type_name,
@@ -146,7 +151,12 @@ impl Parsed<'_> {
     }
 
     pub(crate) fn decode<T: DeserializeOwned>(&self) -> Result<T, CodecError> {
-        serde_json::from_slice(self.payload).map_err(|source| CodecError::ShapeChanged {
+        let decoded = if self.format == FORMAT {
+            json_ext::from_slice(self.payload)
+        } else {
+            serde_json::from_slice(self.payload)
+        };
+        decoded.map_err(|source| CodecError::ShapeChanged {
             stored: self.type_name.to_owned(),
             expected: std::any::type_name::<T>(),
             source,
@@ -228,6 +238,28 @@ mod tests {
         let parsed = parse(&v1).unwrap();
         assert_eq!((parsed.version, parsed.type_name), (0, "u32"));
         assert_eq!(parsed.decode::<u32>().unwrap(), 7);
+    }
+
+    #[test]
+    fn format_2_records_are_still_read_as_plain_json() {
+        let mut v2 = vec![2, OK, 0, 0, 0, 1, 3];
+        v2.extend_from_slice(b"Opt");
+        // Plain JSON: `null` is `None` at every level, a `$` key is a key.
+        v2.extend_from_slice(br#"{"$some":null}"#);
+        let parsed = parse(&v2).unwrap();
+        assert_eq!((parsed.version, parsed.type_name), (1, "Opt"));
+        let map: std::collections::HashMap<String, Option<u8>> = parsed.decode().unwrap();
+        assert_eq!(map["$some"], None);
+    }
+
+    #[test]
+    fn format_3_keeps_what_json_loses() {
+        let bytes = encode(Outcome::Ok, &Some(None::<u8>), 1024).unwrap();
+        assert_eq!(bytes[0], 3);
+        let parsed = parse(&bytes).unwrap();
+        assert_eq!(parsed.decode::<Option<Option<u8>>>().unwrap(), Some(None));
+        let bytes = encode(Outcome::Err, &f64::NAN, 1024).unwrap();
+        assert!(parse(&bytes).unwrap().decode::<f64>().unwrap().is_nan());
     }
 
     #[test]
