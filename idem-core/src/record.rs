@@ -1,12 +1,25 @@
 //! The stored record: format version, outcome, the value's version, its
 //! type's name, the value.
 //!
-//! Layout (format 2): `[2, outcome, version: u32 BE, name_len, name…,
-//! json…]`; format 1, still read, had no version: `[1, outcome, name_len,
-//! name…, json…]`.
+//! Layout (format 3): `[3, outcome, version: u32 BE, name_len, name…,
+//! value…]`, the value in the extended JSON of [`json_ext`]. Still read:
+//! format 2, the same layout with the value in plain serde_json, and
+//! format 1, which had no version: `[1, outcome, name_len, name…, json…]`.
+//!
+//! Why extended JSON: plain JSON writes `Some(None)` as `None`, NaN and
+//! infinities as `null` (which then fails to decode as a float on every
+//! duplicate), and refuses maps with non-string keys after the body ran.
+//! Format 3 escapes exactly those cases (`{"$some":…}`, `{"$f64":"NaN"}`,
+//! `{"$map":[[k,v],…]}`, and a user key starting with `$` gets one more)
+//! and is serde_json's output everywhere else, so a record still reads as
+//! JSON and every serde form still decodes, including through
+//! `deserialize_any` (untagged and internally tagged enums, `flatten`).
+//! RON would keep these values but breaks `flatten` and `untagged`; CBOR
+//! and MessagePack lose `Some(None)` as JSON does.
 //!
 //! What decides whether a stored value is still readable is the decoder's
-//! own verdict (serde, on the self-describing JSON), not the type's name:
+//! own verdict (serde, on the self-describing (extended) JSON), not the
+//! type's name:
 //! `std::any::type_name` changes with the compiler version, a moved module
 //! or a renamed crate, none of which changes the data, so keying on it
 //! turned every live record into an error after such a deploy. A shape

@@ -13,6 +13,8 @@ use serde::forward_to_deserialize_any;
 use super::Node;
 
 type Error = serde_json::Error;
+
+const RAW_VALUE: &str = "$serde_json::private::RawValue";
 type Result<T> = std::result::Result<T, Error>;
 
 impl<'de> IntoDeserializer<'de, Error> for Node<'de> {
@@ -81,9 +83,15 @@ impl<'de> Deserializer<'de> for Node<'de> {
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
-        _: &'static str,
+        name: &'static str,
         visitor: V,
     ) -> Result<V::Value> {
+        // serde_json's `RawValue` (feature `raw_value`, on with axum or
+        // sqlx) serializes as a map of this one key and reads it back the
+        // same way from any deserializer but its own.
+        if name == RAW_VALUE {
+            return self.deserialize_any(visitor);
+        }
         visitor.visit_newtype_struct(self)
     }
 

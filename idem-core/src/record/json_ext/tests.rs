@@ -358,3 +358,16 @@ fn a_failing_serialize_is_an_error() {
     let err = to_writer(&mut Vec::new(), &Some(vec![Refuses])).unwrap_err();
     assert!(err.to_string().contains("refused"), "{err}");
 }
+
+#[test]
+fn serde_json_raw_values_come_back() {
+    use serde_json::value::RawValue;
+    let raw = RawValue::from_string(r#"{"a": [1, null]}"#.to_owned()).unwrap();
+    let text = encode(&raw);
+    assert_eq!(
+        text,
+        r#"{"$$serde_json::private::RawValue":"{\"a\": [1, null]}"}"#
+    );
+    let back: Box<RawValue> = from_slice(text.as_bytes()).unwrap();
+    assert_eq!(back.get(), raw.get());
+}
