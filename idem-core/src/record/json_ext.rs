@@ -69,7 +69,15 @@ pub(crate) fn to_writer<T: Serialize + ?Sized>(
 }
 
 /// Decodes a value written by [`to_writer`].
+///
+/// Text without a `$` holds no escape and no escaped key: it is exactly
+/// what serde_json writes for the value, so serde_json reads it directly,
+/// without the tree (most records: a replay then costs what it did in
+/// format 2).
 pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Error> {
+    if !bytes.contains(&b'$') {
+        return serde_json::from_slice(bytes);
+    }
     let mut json = serde_json::Deserializer::from_slice(bytes);
     let node = Node::deserialize(&mut json)?;
     json.end()?;

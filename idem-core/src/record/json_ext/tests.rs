@@ -371,3 +371,22 @@ fn serde_json_raw_values_come_back() {
     let back: Box<RawValue> = from_slice(text.as_bytes()).unwrap();
     assert_eq!(back.get(), raw.get());
 }
+
+/// Text without escapes is read by serde_json directly; with one, through
+/// the tree: both read the same value the same way.
+#[test]
+fn both_decoding_paths_agree() {
+    let everyday = Shape::Square { side: 2 };
+    let plain = encode(&everyday);
+    assert!(!plain.contains('$'));
+    let mut escaped = encode(&(everyday.clone(), "$"));
+    assert!(escaped.contains('$'));
+    assert_eq!(from_slice::<Shape>(plain.as_bytes()).unwrap(), everyday);
+    assert_eq!(
+        from_slice::<(Shape, String)>(escaped.as_bytes()).unwrap(),
+        (everyday, "$".to_owned())
+    );
+    escaped.truncate(escaped.len() - 1);
+    assert!(from_slice::<(Shape, String)>(escaped.as_bytes()).is_err());
+    assert!(from_slice::<Shape>(&plain.as_bytes()[..plain.len() - 1]).is_err());
+}
