@@ -73,7 +73,8 @@ pub(crate) fn to_writer<T: Serialize + ?Sized>(
 /// Text without a `$` holds no escape and no escaped key: it is exactly
 /// what serde_json writes for the value, so serde_json reads it directly,
 /// without the tree (most records: a replay then costs what it did in
-/// format 2).
+/// format 2). serde_json's own leniencies apply there as they did in
+/// format 2 (a map key `"1"` read into an integer-keyed map).
 pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Error> {
     if !bytes.contains(&b'$') {
         return serde_json::from_slice(bytes);
