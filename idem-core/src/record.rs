@@ -1,12 +1,25 @@
 //! The stored record: format version, outcome, the value's version, its
 //! type's name, the value.
 //!
-//! Layout (format 2): `[2, outcome, version: u32 BE, name_len, name…,
-//! json…]`; format 1, still read, had no version: `[1, outcome, name_len,
-//! name…, json…]`.
+//! Layout (format 3): `[3, outcome, version: u32 BE, name_len, name…,
+//! value…]`, the value in the extended JSON of [`json_ext`]. Still read:
+//! format 2, the same layout with the value in plain serde_json, and
+//! format 1, which had no version: `[1, outcome, name_len, name…, json…]`.
+//!
+//! Why extended JSON: plain JSON writes `Some(None)` as `None`, NaN and
+//! infinities as `null` (which then fails to decode as a float on every
+//! duplicate), and refuses maps with non-string keys after the body ran.
+//! Format 3 escapes exactly those cases (`{"$some":…}`, `{"$f64":"NaN"}`,
+//! `{"$map":[[k,v],…]}`, and a user key starting with `$` gets one more)
+//! and is serde_json's output everywhere else, so a record still reads as
+//! JSON and every serde form still decodes, including through
+//! `deserialize_any` (untagged and internally tagged enums, `flatten`).
+//! RON would keep these values but breaks `flatten` and `untagged`; CBOR
+//! and MessagePack lose `Some(None)` as JSON does.
 //!
 //! What decides whether a stored value is still readable is the decoder's
-//! own verdict (serde, on the self-describing JSON), not the type's name:
+//! own verdict (serde, on the self-describing (extended) JSON), not the
+//! type's name:
 //! `std::any::type_name` changes with the compiler version, a moved module
 //! or a renamed crate, none of which changes the data, so keying on it
 //! turned every live record into an error after such a deploy. A shape
@@ -18,11 +31,14 @@
 //! of another version is `CodecError::VersionChanged`, never a silent
 //! misreading.
 
+mod json_ext;
+
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::CodecError;
 
-const FORMAT: u8 = 2;
+const FORMAT: u8 = 3;
+const FORMAT_2: u8 = 2;
 const FORMAT_1: u8 = 1;
 const OK: u8 = 0;
 const ERR: u8 = 1;
@@ -51,7 +67,7 @@ pub(crate) fn encode<T: Serialize>(
     out.extend_from_slice(&0u32.to_be_bytes());
     out.push(name.len() as u8);
     out.extend_from_slice(name.as_bytes());
-    serde_json::to_writer(&mut out, value).map_err(|source| CodecError::Json {
+    json_ext::to_writer(&mut out, value).map_err(|source| CodecError::Json {
         action: "encode",
         type_name: std::any::type_name::<T>(),
         source,
@@ -94,6 +110,7 @@ pub(crate) fn not_stored(reason: &str) -> Vec<u8> {
 
 /// A record split into its parts, before the value is decoded.
 pub(crate) struct Parsed<'a> {
+    format: u8,
     pub outcome: Outcome,
     /// The value's version (0 unless the function sets one).
     pub version: u32,
@@ -105,7 +122,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
     let &format = bytes.first().ok_or(CodecError::Corrupt("empty record"))?;
     // Where the version and the name length are, by format.
     let (version, name_at) = match format {
-        FORMAT => {
+        FORMAT | FORMAT_2 => {
             let version = bytes
                 .get(2..6)
                 .ok_or(CodecError::Corrupt("record shorter than its header"))?;
@@ -132,6 +149,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
     let type_name =
         std::str::from_utf8(name).map_err(|_| CodecError::Corrupt("type name is not UTF-8"))?;
     Ok(Parsed {
+        format,
         outcome,
         version,
         type_name,
@@ -146,7 +164,12 @@ impl Parsed<'_> {
     }
 
     pub(crate) fn decode<T: DeserializeOwned>(&self) -> Result<T, CodecError> {
-        serde_json::from_slice(self.payload).map_err(|source| CodecError::ShapeChanged {
+        let decoded = if self.format == FORMAT {
+            json_ext::from_slice(self.payload)
+        } else {
+            serde_json::from_slice(self.payload)
+        };
+        decoded.map_err(|source| CodecError::ShapeChanged {
             stored: self.type_name.to_owned(),
             expected: std::any::type_name::<T>(),
             source,
@@ -228,6 +251,28 @@ mod tests {
         let parsed = parse(&v1).unwrap();
         assert_eq!((parsed.version, parsed.type_name), (0, "u32"));
         assert_eq!(parsed.decode::<u32>().unwrap(), 7);
+    }
+
+    #[test]
+    fn format_2_records_are_still_read_as_plain_json() {
+        let mut v2 = vec![2, OK, 0, 0, 0, 1, 3];
+        v2.extend_from_slice(b"Opt");
+        // Plain JSON: `null` is `None` at every level, a `$` key is a key.
+        v2.extend_from_slice(br#"{"$some":null}"#);
+        let parsed = parse(&v2).unwrap();
+        assert_eq!((parsed.version, parsed.type_name), (1, "Opt"));
+        let map: std::collections::HashMap<String, Option<u8>> = parsed.decode().unwrap();
+        assert_eq!(map["$some"], None);
+    }
+
+    #[test]
+    fn format_3_keeps_what_json_loses() {
+        let bytes = encode(Outcome::Ok, &Some(None::<u8>), 1024).unwrap();
+        assert_eq!(bytes[0], 3);
+        let parsed = parse(&bytes).unwrap();
+        assert_eq!(parsed.decode::<Option<Option<u8>>>().unwrap(), Some(None));
+        let bytes = encode(Outcome::Err, &f64::NAN, 1024).unwrap();
+        assert!(parse(&bytes).unwrap().decode::<f64>().unwrap().is_nan());
     }
 
     #[test]

@@ -5,9 +5,11 @@
 //! the golden records under `tests/golden/`, written by this version, are
 //! read back by every later one.
 //!
-//! Regenerate the golden files (only when adding a kind, never to paper
-//! over a change that strands live records): `IDEM_WRITE_GOLDEN=1 cargo
-//! test -p idem-integration --test records write_golden`.
+//! Write the golden files of a new kind: `IDEM_WRITE_GOLDEN=1 cargo test
+//! -p idem-integration --test records write_golden`. Files that exist are
+//! never rewritten: the format 2 ones (`ok_receipt`, `err_declined`,
+//! `not_stored`, `http_response`) stand for records written before format
+//! 3, which every later version must still read.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -202,6 +204,96 @@ async fn corrupt_records_are_codec_errors() {
 
 // ---- golden records ------------------------------------------------------
 
+/// What plain JSON loses, in one value (record format 3).
+#[derive(Serialize, Deserialize, Debug, Clone)]
+struct Lossless {
+    cleared: Option<Option<String>>,
+    deeper: Option<Option<Option<u8>>>,
+    floats: (f64, f64, f64, f32, f32, f32),
+    tuple_keys: std::collections::BTreeMap<(u32, u32), String>,
+    byte_keys: std::collections::BTreeMap<Vec<u8>, u8>,
+    dollar_keys: std::collections::BTreeMap<String, u8>,
+    wide: u128,
+}
+
+fn lossless() -> Lossless {
+    Lossless {
+        cleared: Some(None),
+        deeper: Some(Some(None)),
+        floats: (
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ),
+        tuple_keys: [((1, 2), "a".to_owned())].into(),
+        byte_keys: [(vec![0, 255], 1)].into(),
+        dollar_keys: [("$some", 1), ("$f64", 2), ("$map", 3), ("$$x", 4)]
+            .map(|(k, v)| (k.to_owned(), v))
+            .into(),
+        wide: u128::MAX,
+    }
+}
+
+fn check_lossless(value: &Lossless) {
+    let expected = lossless();
+    assert_eq!(value.cleared, Some(None));
+    assert_eq!(value.deeper, Some(Some(None)));
+    let (a, b, c, d, e, f) = value.floats;
+    assert!(a.is_nan() && d.is_nan());
+    assert_eq!(
+        (b, c, e, f),
+        (
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f32::INFINITY,
+            f32::NEG_INFINITY
+        )
+    );
+    assert_eq!(value.tuple_keys, expected.tuple_keys);
+    assert_eq!(value.byte_keys, expected.byte_keys);
+    assert_eq!(value.dollar_keys, expected.dollar_keys);
+    assert_eq!(value.wide, u128::MAX);
+}
+
+/// The format byte of each golden file: the old ones stay format 2.
+#[test]
+fn golden_files_keep_their_format() {
+    for (name, format) in [
+        ("ok_receipt.bin", 2),
+        ("err_declined.bin", 2),
+        ("not_stored.bin", 2),
+        ("http_response.bin", 2),
+        ("ok_lossless_v3.bin", 3),
+        ("err_declined_v3.bin", 3),
+    ] {
+        assert_eq!(std::fs::read(golden(name)).unwrap()[0], format, "{name}");
+    }
+}
+
+/// Format 3 records, read back from the committed bytes.
+#[tokio::test]
+async fn golden_format_3_records_decode() {
+    let ok: Result<Lossless, Error> = seeded(std::fs::read(golden("ok_lossless_v3.bin")).unwrap())
+        .call("golden", "lossless")
+        .run(|| async { panic!("replay expected") })
+        .await;
+    check_lossless(&ok.unwrap());
+    let err: Result<u64, Declined> = seeded(std::fs::read(golden("err_declined_v3.bin")).unwrap())
+        .call("golden", "err")
+        .errors(idem::replay_errors())
+        .run(|| async { panic!("replay expected") })
+        .await;
+    assert_eq!(
+        err.unwrap_err(),
+        Declined::Card {
+            reason: "$expired".into()
+        }
+    );
+}
+
 fn golden(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
@@ -316,7 +408,12 @@ async fn write_golden() {
     let small = Idempotency::builder(store.clone())
         .max_record_bytes(256)
         .build();
-    let write = |name: &str| std::fs::write(golden(name), &*store.last.lock().unwrap()).unwrap();
+    // Never rewrites a file: old formats must stay as they were written.
+    let write = |name: &str| {
+        if !golden(name).exists() {
+            std::fs::write(golden(name), &*store.last.lock().unwrap()).unwrap();
+        }
+    };
 
     let _: Result<before_the_move::Receipt, Error> = small
         .call("golden", "ok")
@@ -343,6 +440,21 @@ async fn write_golden() {
         .run(|| async { Ok("x".repeat(1024)) })
         .await;
     write("not_stored.bin");
+    let _: Result<Lossless, Error> = Idempotency::new(store.clone())
+        .call("golden", "lossless")
+        .run(|| async { Ok(lossless()) })
+        .await;
+    write("ok_lossless_v3.bin");
+    let _: Result<u64, Declined> = small
+        .call("golden", "err-v3")
+        .errors(idem::replay_errors())
+        .run(|| async {
+            Err(Declined::Card {
+                reason: "$expired".into(),
+            })
+        })
+        .await;
+    write("err_declined_v3.bin");
 
     let router = Router::new()
         .route(

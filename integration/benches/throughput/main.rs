@@ -18,6 +18,7 @@
 //! latencies by 5× between rounds, more than any difference between
 //! subjects.
 
+mod codec;
 mod harness;
 mod memory;
 #[cfg(feature = "redis")]
@@ -45,6 +46,7 @@ fn main() {
     let mut report = Report::new(filter);
     runtime.block_on(async {
         memory::run(&mut report).await;
+        codec::run(&mut report).await;
         #[cfg(feature = "redis")]
         if report.wants_any("redis") {
             redis::run(&mut report).await;

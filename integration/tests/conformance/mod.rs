@@ -40,6 +40,8 @@ macro_rules! conformance_suite {
             a_call_dropped_mid_step_resumes_at_that_step,
             steps_under_concurrent_duplicates_run_once, steps_of_another_payload_are_refused,
             steps_expire_with_the_ttl, misused_steps_are_errors, step_fencing_at_the_store,
+            replays_values_json_cannot_carry, replays_every_serde_form,
+            unencodable_value_settles_the_key,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -116,6 +118,28 @@ where
             })
             .await;
         assert_eq!(out.unwrap(), value, "{case}");
+    }
+    assert_eq!(runs.get(), 1, "{case}: the body ran more than once");
+}
+
+/// Stores `value`, replays it twice, and checks every answer with `same`
+/// (for values `PartialEq` cannot compare, such as NaN).
+async fn twice_checked<T>(idem: &Idempotency, case: &str, value: T, same: fn(&T, &T) -> bool)
+where
+    T: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send,
+{
+    let scope = scope(case);
+    let runs = Counter::default();
+    for _ in 0..3 {
+        let out: Result<T, Error> = idem
+            .call(&scope, "k")
+            .run(|| async {
+                runs.bump();
+                Ok(value.clone())
+            })
+            .await;
+        let out = out.unwrap_or_else(|err| panic!("{case}: {err}"));
+        assert!(same(&out, &value), "{case}: {out:?} is not {value:?}");
     }
     assert_eq!(runs.get(), 1, "{case}: the body ran more than once");
 }
@@ -901,4 +925,309 @@ pub async fn a_body_that_blocks_its_thread_keeps_its_lease(idem: Idempotency) {
     );
     assert_eq!(holder.await.unwrap().unwrap(), 1);
     assert_eq!(runs.get(), 1);
+}
+
+// ---- values plain JSON cannot carry (record format 3) -------------------
+
+/// A PATCH body: absent, cleared (`Some(None)`) or set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Patch {
+    pub email: Option<Option<String>>,
+    pub nick: Option<Option<String>>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Floats {
+    pub a: f64,
+    pub b: f32,
+    pub c: Option<f64>,
+}
+
+/// Equal, NaN included (NaN is compared with `is_nan`).
+fn floats_match(x: &[f64], y: &[f64]) -> bool {
+    x.len() == y.len()
+        && x.iter()
+            .zip(y)
+            .all(|(p, q)| (p.is_nan() && q.is_nan()) || p.to_bits() == q.to_bits())
+}
+
+fn floats(v: &Floats) -> Vec<f64> {
+    vec![v.a, f64::from(v.b), v.c.unwrap_or(0.5)]
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Slot {
+    Morning,
+    At(u8, u8),
+}
+
+pub async fn replays_values_json_cannot_carry(idem: Idempotency) {
+    use std::collections::{BTreeMap, HashMap};
+
+    twice(&idem, "some-none", Some(None::<u32>)).await;
+    twice(&idem, "some-some-none", Some(Some(None::<u32>))).await;
+    twice(&idem, "some-some-one", Some(Some(1u32))).await;
+    twice(&idem, "some-unit", Some(())).await;
+    twice(
+        &idem,
+        "patch",
+        Patch {
+            email: Some(None),
+            nick: None,
+        },
+    )
+    .await;
+    for (case, a, b) in [
+        ("nan", f64::NAN, f32::NAN),
+        ("inf", f64::INFINITY, f32::INFINITY),
+        ("-inf", f64::NEG_INFINITY, f32::NEG_INFINITY),
+    ] {
+        let value = Floats { a, b, c: Some(a) };
+        twice_checked(&idem, case, value, |x, y| {
+            floats_match(&floats(x), &floats(y))
+        })
+        .await;
+    }
+    twice_checked(&idem, "nan-f64", f64::NAN, |x, _| x.is_nan()).await;
+    twice_checked(&idem, "nan-f32", f32::NAN, |x, _| x.is_nan()).await;
+    twice(&idem, "u128", u128::MAX).await;
+
+    let tuples: HashMap<(u32, u32), String> =
+        HashMap::from([((1, 2), "a".into()), ((3, 4), "b".into())]);
+    twice(&idem, "tuple-keys", tuples).await;
+    let bytes: BTreeMap<Vec<u8>, u32> = BTreeMap::from([(vec![0, 255], 1), (vec![], 2)]);
+    twice(&idem, "byte-keys", bytes).await;
+    let slots = BTreeMap::from([(Slot::Morning, 1u8), (Slot::At(9, 30), 2)]);
+    twice(&idem, "enum-keys", slots).await;
+    twice(&idem, "int-keys", HashMap::from([(7u64, true), (0, false)])).await;
+    let dollars: HashMap<String, u8> = ["$some", "$f64", "$map", "$$x", "$", "plain"]
+        .into_iter()
+        .zip(1..)
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    twice(&idem, "dollar-keys", dollars).await;
+
+    // A changed shape is still refused, never misread.
+    let scope = scope("escaped-shape");
+    let first: Result<Option<Option<u8>>, Error> = idem
+        .call(&scope, "k")
+        .run(|| async { Ok(Some(None)) })
+        .await;
+    assert_eq!(first.unwrap(), Some(None));
+    let changed: Result<Option<u8>, Error> = idem
+        .call(&scope, "k")
+        .run(|| async { panic!("must not re-run") })
+        .await;
+    assert!(
+        matches!(
+            changed,
+            Err(Error::Codec(idem::CodecError::ShapeChanged { .. }))
+        ),
+        "{changed:?}"
+    );
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Untagged {
+    Amount(f64),
+    Cleared(Option<Option<u8>>),
+    Text(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum Internal {
+    Paid {
+        cents: u64,
+        note: Option<Option<String>>,
+    },
+    Voided,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", content = "c")]
+pub enum Adjacent {
+    Cleared(Option<Option<u8>>),
+    Keys(std::collections::BTreeMap<Slot, u8>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub id: u32,
+    #[serde(flatten)]
+    pub meta: Meta,
+    #[serde(flatten)]
+    pub rest: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    #[serde(rename = "$schema")]
+    pub schema: String,
+    pub cleared: Option<Option<u8>>,
+}
+
+/// Written and read as text through `collect_str` and `deserialize_str`,
+/// the way `chrono` and `uuid` types are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stamp(u64);
+
+impl Serialize for Stamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("T{}", self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Stamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = Stamp;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("T<number>")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Stamp, E> {
+                text.strip_prefix('T')
+                    .and_then(|n| n.parse().ok())
+                    .map(Stamp)
+                    .ok_or_else(|| E::custom("not a stamp"))
+            }
+        }
+        d.deserialize_str(Text)
+    }
+}
+
+/// Bytes through `serialize_bytes`, as `serde_bytes` writes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blob(Vec<u8>);
+
+impl Serialize for Blob {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Blob {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl<'de> serde::de::Visitor<'de> for Bytes {
+            type Value = Blob;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E>(self, bytes: &[u8]) -> Result<Blob, E> {
+                Ok(Blob(bytes.to_vec()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Blob, A::Error> {
+                let mut out = Vec::new();
+                while let Some(b) = seq.next_element()? {
+                    out.push(b);
+                }
+                Ok(Blob(out))
+            }
+        }
+        d.deserialize_bytes(Bytes)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Everyday {
+    pub unit: (),
+    pub none: Option<u8>,
+    pub zero: i64,
+    pub no: bool,
+    pub empty: Vec<u8>,
+    pub empty_map: std::collections::HashMap<String, u8>,
+    pub json: serde_json::Value,
+    pub at: Stamp,
+    pub bytes: Vec<u8>,
+    pub blob: Blob,
+}
+
+pub async fn replays_every_serde_form(idem: Idempotency) {
+    for (case, value) in [
+        ("untagged-amount", Untagged::Amount(f64::INFINITY)),
+        ("untagged-cleared", Untagged::Cleared(Some(None))),
+        ("untagged-none", Untagged::Cleared(None)),
+        ("untagged-text", Untagged::Text("$some".into())),
+    ] {
+        twice(&idem, case, value).await;
+    }
+    for (case, value) in [
+        (
+            "internal-paid",
+            Internal::Paid {
+                cents: 0,
+                note: Some(None),
+            },
+        ),
+        ("internal-voided", Internal::Voided),
+    ] {
+        twice(&idem, case, value).await;
+    }
+    twice(&idem, "adjacent-cleared", Adjacent::Cleared(Some(None))).await;
+    let keys = std::collections::BTreeMap::from([(Slot::At(1, 2), 3)]);
+    twice(&idem, "adjacent-keys", Adjacent::Keys(keys)).await;
+    let envelope = Envelope {
+        id: 1,
+        meta: Meta {
+            schema: "v1".into(),
+            cleared: Some(None),
+        },
+        rest: [
+            ("$ref".to_owned(), serde_json::json!("#/x")),
+            ("n".to_owned(), serde_json::json!([1.5, null, {"$map": 1}])),
+        ]
+        .into(),
+    };
+    twice(&idem, "flatten", envelope).await;
+    let everyday = Everyday {
+        unit: (),
+        none: None,
+        zero: 0,
+        no: false,
+        empty: vec![],
+        empty_map: Default::default(),
+        json: serde_json::json!({"a": [1, "b", null, {"$some": true}]}),
+        at: Stamp(1_764_000_000),
+        bytes: vec![0, 1, 255],
+        blob: Blob(vec![7, 0, 255]),
+    };
+    twice(&idem, "everyday", everyday).await;
+}
+
+/// A value whose `Serialize` fails (a map with a key it refuses, a broken
+/// hand-written impl), after the body ran.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Unencodable(pub u8);
+
+impl Serialize for Unencodable {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom(
+            "this value refuses to be encoded",
+        ))
+    }
+}
+
+/// The body ran and its value cannot be stored: the caller gets the value,
+/// the key is settled, and duplicates are told why instead of running the
+/// body again.
+pub async fn unencodable_value_settles_the_key(idem: Idempotency) {
+    let scope = scope("unencodable");
+    let runs = Counter::default();
+    let body = || async {
+        runs.bump();
+        Ok::<_, Error>(Unencodable(7))
+    };
+    let first = idem.call(&scope, "k").run(body).await;
+    assert_eq!(first.unwrap(), Unencodable(7));
+    for _ in 0..2 {
+        let retry = idem.call(&scope, "k").run(body).await;
+        assert!(
+            matches!(retry, Err(Error::Codec(idem::CodecError::NotStored(ref reason))) if reason.contains("refuses to be encoded")),
+            "{retry:?}"
+        );
+    }
+    assert_eq!(runs.get(), 1, "the body ran once");
 }
