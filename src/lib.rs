@@ -65,10 +65,10 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use idem_core::{
-    Call, Claim, ClaimOutcome, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL,
-    Digester, Error, ErrorPolicy, Fence, Fingerprint, FingerprintError, Idempotency,
+    Call, CallSite, Claim, ClaimOutcome, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_TTL, Digester, Error, ErrorPolicy, Fence, Fingerprint, FingerprintError, Idempotency,
     IdempotencyBuilder, KeyHasher, KeyPart, RecordKey, ReleaseErrors, Reported, ShortKey, Store,
-    StoreError, StoreErrorsIf, Token, async_trait, child_key, install, installed, queue,
+    StoreError, StoreErrorsIf, Token, async_trait, call_site, child_key, install, installed, queue,
     replay_errors, store_errors_if,
 };
 pub use idem_macros::idempotent;

@@ -22,6 +22,7 @@ mod cache;
 mod call;
 mod context;
 mod detach;
+mod disabled;
 mod error;
 mod fingerprint;
 mod handle;
@@ -29,6 +30,7 @@ mod handle;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
+mod observe;
 mod policy;
 pub mod queue;
 mod record;
@@ -42,6 +44,7 @@ pub use error::{CodecError, Error, StoreError};
 pub use fingerprint::{Digester, Fingerprint, FingerprintError};
 pub use handle::{DEFAULT_MAX_RECORD_BYTES, Idempotency, IdempotencyBuilder, install, installed};
 pub use key::{KeyHasher, KeyPart, RecordKey, ShortKey};
+pub use observe::CallSite;
 pub use policy::{ErrorPolicy, ReleaseErrors, StoreErrorsIf, replay_errors, store_errors_if};
 pub use store::{Claim, ClaimOutcome, Fence, Store, Token};
 

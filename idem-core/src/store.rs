@@ -147,4 +147,21 @@ pub trait Store: Send + Sync {
         token: Token,
         lease: Duration,
     ) -> Result<Fence, StoreError>;
+
+    /// Removes the record under `key`, completed or in progress, whoever
+    /// holds it, so the next call runs the body; a key with no record is
+    /// `Ok`. An operator's step ([`Idempotency::forget`](crate::Idempotency::forget),
+    /// `idem forget`), not part of a call: a body still running on a
+    /// forgotten claim finds its lease lost when it completes.
+    ///
+    /// Every built-in store implements it. The default, for stores written
+    /// before it existed, refuses with a [`StoreError`] saying the store
+    /// does not support it.
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        let _ = key;
+        Err(StoreError::new(
+            "store",
+            "this store does not implement `Store::forget`",
+        ))
+    }
 }

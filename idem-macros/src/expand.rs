@@ -243,12 +243,16 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
             }
         },
     };
+    // The function's path names its metrics (a bounded label), whatever
+    // its scope expression (which may carry a tenant).
+    let fn_path = {
+        let name = sig.ident.to_string();
+        quote!(#private::concat!(#private::module_path!(), "::", #name))
+    };
+    let site = quote!(.site(#private::call_site!(#fn_path)));
     let scope = match &args.scope {
         Some(scope) => key_part(&private, scope),
-        None => {
-            let name = sig.ident.to_string();
-            quote!(#private::concat!(#private::module_path!(), "::", #name))
-        }
+        None => fn_path.clone(),
     };
     let key = match &args.key {
         Some(key) => key_part(&private, key),
@@ -332,6 +336,7 @@ fn expand(args: &Args, func: &ItemFn, model: &Model) -> TokenStream {
             // The call is built in the argument, not bound first: a
             // binding is one more copy of it per call.
             #private::Idempotency::call(#handle, &#scope, &#key)
+                #site
                 #fingerprint
                 #(#durations)*
                 #version

@@ -229,4 +229,9 @@ impl Store for MemoryStore {
             None => Fence::Lost,
         })
     }
+
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        self.shard(key).entries.remove(key);
+        Ok(())
+    }
 }

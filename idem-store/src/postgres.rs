@@ -743,4 +743,13 @@ impl Store for PostgresStore {
             .await?
             .fence())
     }
+
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        let sql = &self.inner.sql;
+        self.send(Want::RowsAffected, |_| {
+            sqlx::query(&sql.forget).bind(&key.as_bytes()[..])
+        })
+        .await?;
+        Ok(())
+    }
 }

@@ -689,4 +689,11 @@ impl Store for RedisStore {
         let args: [&[u8]; 2] = [&token.to_bytes(), px.as_bytes()];
         self.fenced(&self.scripts.renew, key, &args).await
     }
+
+    /// One `DEL` of the record's key (one key: routed on a cluster).
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("DEL").arg(self.redis_key(key)).ignore();
+        self.query::<()>(&pipe).await
+    }
 }

@@ -71,6 +71,7 @@ const COMPLETE: &str = concat!(
     held!()
 );
 const RELEASE: &str = concat!("DELETE FROM idem_records", held!());
+const FORGET: &str = "DELETE FROM idem_records WHERE key = ?1";
 const RENEW: &str = concat!(
     "UPDATE idem_records SET expires_at = ",
     now_ms!(),
@@ -348,5 +349,14 @@ impl Store for SqliteStore {
                 .bind(millis(lease)),
         )
         .await
+    }
+
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        sqlx::query(FORGET)
+            .bind(&key.as_bytes()[..])
+            .execute(&self.pool)
+            .await
+            .map_err(err)?;
+        Ok(())
     }
 }

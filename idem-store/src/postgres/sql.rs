@@ -94,6 +94,8 @@ pub(super) struct Sql {
     pub complete_locked: String,
     pub release_locked: String,
     pub purge: String,
+    /// Deletes the record under a key, whoever holds it.
+    pub forget: String,
 }
 
 /// The fence shared by complete, release and renew: the row is our
@@ -147,6 +149,7 @@ impl Sql {
                 "DELETE FROM {t} WHERE key IN (SELECT key FROM {t} WHERE expires_at <= statement_timestamp() \
                  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) AND expires_at <= statement_timestamp()"
             ),
+            forget: format!("DELETE FROM {t} WHERE key = $1"),
             table: t,
             schema_name: schema.to_owned(),
             table_name: table.to_owned(),
