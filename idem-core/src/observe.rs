@@ -221,3 +221,44 @@ macro_rules! call_site {
         &__IDEM_SITE
     }};
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope_of(key: &Key) -> String {
+        let label = key.labels().find(|label| label.key() == "scope").unwrap();
+        label.value().to_owned()
+    }
+
+    #[test]
+    fn each_site_labels_its_own_keys() {
+        let named = crate::call_site!(concat!(module_path!(), "::", "charge"));
+        assert_eq!(named.name(), "idem_core::observe::tests::charge");
+        for key in named.calls.iter().chain(&named.store_seconds) {
+            assert_eq!(scope_of(key), named.name());
+        }
+        assert_eq!(
+            scope_of(&named.calls[Outcome::Mismatch as usize]),
+            named.name()
+        );
+        assert_eq!(scope_of(&CallSite::UNNAMED.calls[0]), "unnamed");
+        assert_ne!(named.calls[0], CallSite::UNNAMED.calls[0]);
+        let runtime = metrics::Key::from_parts(
+            CALLS,
+            vec![
+                Label::new("scope", named.name()),
+                Label::new("outcome", "ran"),
+            ],
+        );
+        assert_eq!(
+            runtime.get_hash(),
+            named.calls[0].get_hash(),
+            "hash as at run time"
+        );
+        assert_ne!(
+            named.calls[0].get_hash(),
+            CallSite::UNNAMED.calls[0].get_hash()
+        );
+    }
+}
