@@ -73,6 +73,9 @@ pub use idem_core::{
 };
 pub use idem_macros::idempotent;
 
+/// Operating records: list, inspect, purge, count (what `idem` the CLI uses).
+pub use idem_core::admin;
+
 #[cfg(feature = "memory")]
 #[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
 pub use idem_store::MemoryStore;

@@ -383,6 +383,7 @@ impl<P> Call<P> {
             token,
             fingerprint: self.fingerprint,
             lease: self.effective_lease(),
+            site: self.site.name(),
         };
         let started = Instant::now();
         let mut backoff = FIRST_BACKOFF;

@@ -37,6 +37,8 @@ mod record;
 mod renewal;
 mod store;
 
+pub mod admin;
+
 pub use async_trait::async_trait;
 pub use call::{Call, DEFAULT_LEASE, DEFAULT_TTL, Reported};
 pub use context::child_key;

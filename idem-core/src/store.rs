@@ -43,6 +43,11 @@ pub struct Claim {
     pub fingerprint: Fingerprint,
     /// How long the claim is held before another caller may take over.
     pub lease: Duration,
+    /// The call site's static name ([`CallSite::name`](crate::CallSite::name):
+    /// the function's path for `#[idempotent]`), for stores that keep it
+    /// with the record so operators can list records (`idem list`) without
+    /// the raw key, which is never stored. Bounded, never a tenant or key.
+    pub site: &'static str,
 }
 
 /// The store's answer to a claim.

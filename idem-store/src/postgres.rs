@@ -1,6 +1,7 @@
 //! Records in PostgreSQL ([`PostgresStore`]): one statement, one round trip per step, expiry by
 //! the server's clock, and a transactional mode.
 
+mod admin;
 mod conns;
 mod sql;
 mod tx;
@@ -603,6 +604,7 @@ impl Sql {
             .bind(&claim.token[..])
             .bind(&claim.fingerprint[..])
             .bind(claim.lease_us)
+            .bind(claim.site)
     }
 
     fn complete_query<'q>(
@@ -636,6 +638,7 @@ struct ClaimBytes {
     token: [u8; 16],
     fingerprint: [u8; 32],
     lease_us: i64,
+    site: &'static str,
 }
 
 impl From<&Claim> for ClaimBytes {
@@ -644,6 +647,7 @@ impl From<&Claim> for ClaimBytes {
             token: claim.token.to_bytes(),
             fingerprint: *claim.fingerprint.as_bytes(),
             lease_us: micros(claim.lease),
+            site: claim.site,
         }
     }
 }

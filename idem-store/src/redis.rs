@@ -7,6 +7,7 @@
 //! decides expiry and an expired claim simply vanishes. Every step touches
 //! one key, so Redis Cluster routes it.
 
+mod admin;
 mod eviction;
 mod replicas;
 mod sentinel;

@@ -13,7 +13,9 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+mod admin;
 mod file;
+mod migrate;
 
 use file::FileIdentity;
 
@@ -26,6 +28,7 @@ macro_rules! now_ms {
         "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
     };
 }
+use now_ms;
 
 const MIGRATE: &str = concat!(
     "CREATE TABLE IF NOT EXISTS idem_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
@@ -46,10 +49,13 @@ const SELECT: &str = concat!(
 );
 
 const INSERT: &str = concat!(
-    "INSERT INTO idem_records (key, token, fingerprint, record, expires_at) VALUES (?1, ?2, ?3, NULL, ",
+    "INSERT INTO idem_records (key, token, fingerprint, record, expires_at, site, created_at) VALUES (?1, ?2, ?3, NULL, ",
     now_ms!(),
-    " + ?4) ON CONFLICT (key) DO UPDATE SET token = excluded.token, fingerprint = excluded.fingerprint,",
-    " record = NULL, expires_at = excluded.expires_at WHERE idem_records.expires_at <= ",
+    " + ?4, ?5, ",
+    now_ms!(),
+    ") ON CONFLICT (key) DO UPDATE SET token = excluded.token, fingerprint = excluded.fingerprint,",
+    " record = NULL, expires_at = excluded.expires_at, site = excluded.site, created_at = excluded.created_at",
+    " WHERE idem_records.expires_at <= ",
     now_ms!()
 );
 
@@ -168,7 +174,7 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(err)?;
-        sqlx::raw_sql(MIGRATE).execute(&pool).await.map_err(err)?;
+        migrate::migrate(&pool).await.map_err(err)?;
         let file = FileIdentity::of(&path)?;
         Ok(SqliteStore { pool, file })
     }
@@ -293,6 +299,7 @@ impl Store for SqliteStore {
                 .bind(&token[..])
                 .bind(&claim.fingerprint.as_bytes()[..])
                 .bind(millis(claim.lease))
+                .bind(claim.site)
                 .execute(&self.pool)
                 .await
                 .map_err(err)?

@@ -39,6 +39,7 @@ fn claim(lease: Duration) -> Claim {
         token: Token::random(),
         fingerprint: Fingerprint::NONE,
         lease,
+        site: "postgres-test",
     }
 }
 

@@ -612,6 +612,7 @@ pub fn new_claim(fingerprint: Fingerprint, lease: Duration) -> Claim {
         token: Token::random(),
         fingerprint,
         lease,
+        site: "conformance",
     }
 }
 
