@@ -396,3 +396,108 @@ async fn redis() {
     // Redis expires records itself: nothing to purge.
     assert_eq!(idem_json(&target, &["purge"])["purged"], 0);
 }
+
+/// A SQLite file written by the previous release (schema version 1, no
+/// site nor creation time) is upgraded on open; its records stay
+/// readable and list without site or age, new ones with both.
+#[tokio::test]
+async fn a_sqlite_file_of_the_previous_release_is_upgraded() {
+    let path = temp_db("sqlite-v1");
+    let path_arg = path.to_str().unwrap();
+    let url = format!("sqlite://{path_arg}?mode=rwc");
+    let db = sqlx::SqlitePool::connect(&url).await.unwrap();
+    // The schema and a claim as release 1 wrote them.
+    sqlx::raw_sql(
+        "CREATE TABLE idem_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);
+         CREATE TABLE idem_records (key BLOB PRIMARY KEY, token BLOB NOT NULL, fingerprint BLOB NOT NULL,
+             record BLOB, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+         CREATE INDEX idem_records_expires_at ON idem_records (expires_at);
+         INSERT INTO idem_migrations VALUES (1, 0);",
+    )
+    .execute(&db)
+    .await
+    .unwrap();
+    let old = RecordKey::new("ship", "v1");
+    sqlx::query("INSERT INTO idem_records VALUES (?1, ?2, ?3, NULL, 253402300799000)")
+        .bind(&old.as_bytes()[..])
+        .bind(&Token::random().to_bytes()[..])
+        .bind(&[0u8; 32][..])
+        .execute(&db)
+        .await
+        .unwrap();
+    db.close().await;
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    let new = stuck_claim(&store, "ship", "v2").await;
+    let claims = idem_json(&["--sqlite", path_arg], &["list", "--in-progress"]);
+    assert_eq!(
+        keys_of(&claims),
+        [old.to_hex(), new.to_hex()],
+        "oldest (unknown age) first"
+    );
+    assert_eq!(claims[0]["site"], Value::Null);
+    assert_eq!(claims[0]["age_ms"], Value::Null);
+    assert_eq!(claims[1]["site"], "shop::ship");
+    // Opening again runs no step twice.
+    SqliteStore::open(&path).await.unwrap();
+}
+
+/// A PostgreSQL table of the previous release (version 1) is upgraded by
+/// `migrate`, and the previous release's claim function still works on
+/// it (replicas not yet redeployed).
+#[tokio::test]
+async fn a_postgres_table_of_the_previous_release_is_upgraded() {
+    let url = pg_server::url().await;
+    let schema = pg_server::unique_schema("cli_v1");
+    let store = PostgresStore::builder()
+        .schema(schema.clone())
+        .connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    // Back to version 1: what release 1's `migrate` left.
+    let db = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::raw_sql(&format!(
+        "DROP FUNCTION \"{schema}\".idem_records_claim(bytea, bytea, bytea, bigint, text);
+         ALTER TABLE \"{schema}\".idem_records DROP COLUMN site, DROP COLUMN created_at;
+         DELETE FROM \"{schema}\".idem_records_migrations WHERE version = 2;"
+    ))
+    .execute(&db)
+    .await
+    .unwrap();
+    let old_claim = |key: RecordKey| {
+        let db = db.clone();
+        let text = format!(
+            "SELECT o_outcome FROM \"{schema}\".idem_records_claim($1, $2, $3, 3600000000)"
+        );
+        async move {
+            let outcome: i32 = sqlx::query_scalar(&text)
+                .bind(&key.as_bytes()[..])
+                .bind(&Token::random().to_bytes()[..])
+                .bind(&[0u8; 32][..])
+                .fetch_one(&db)
+                .await
+                .unwrap();
+            outcome
+        }
+    };
+    let old = RecordKey::new("ship", "v1");
+    assert_eq!(old_claim(old).await, 0, "won on version 1");
+
+    store.migrate().await.unwrap();
+    let during = RecordKey::new("ship", "rolling");
+    assert_eq!(
+        old_claim(during).await,
+        0,
+        "release 1's function still claims"
+    );
+    let new = stuck_claim(&store, "ship", "v2").await;
+    let target = ["--postgres", &url, "--schema", &schema];
+    let claims = idem_json(&target, &["list", "--in-progress"]);
+    let keys = keys_of(&claims);
+    assert_eq!(keys.len(), 3, "{claims}");
+    assert!(keys.contains(&old.to_hex()) && keys.contains(&during.to_hex()));
+    assert_eq!(keys[2], new.to_hex(), "known age last: {claims}");
+    assert_eq!(claims[2]["site"], "shop::ship");
+    assert_eq!(claims[0]["age_ms"], Value::Null);
+}

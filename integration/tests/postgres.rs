@@ -83,7 +83,7 @@ async fn migrate_twice_and_concurrently_is_harmless() {
     .fetch_all(&mut admin)
     .await
     .unwrap();
-    assert_eq!(versions, vec![1]);
+    assert_eq!(versions, vec![1, 2]);
     assert_eq!(stores[0].table(), format!("\"{schema}\".\"records\""));
     let idem = Idempotency::new(stores[1].clone());
     let out: Result<u8, Error> = idem.call("m", "k").run(|| async { Ok(1) }).await;
