@@ -102,6 +102,15 @@ impl Idempotency {
 
     /// As [`forget`](Idempotency::forget), by the hashed key (as `idem list`
     /// prints it).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let _: Result<u8, idem::Error> = idem.call("demo", "k").run(|| async { Ok(1) }).await;
+    /// let key = idem::RecordKey::new("demo", "k");
+    /// idem.forget_record(&key).await.unwrap();
+    /// # }
+    /// ```
     pub async fn forget_record(&self, key: &RecordKey) -> Result<(), Error> {
         let cache = self.inner.cache.as_ref();
         cache.inspect(|cache| cache.forget(key));
