@@ -3,11 +3,13 @@
 //! run again, `purge` removes expired records, `stats` counts them, and
 //! bad input fails clearly with a non-zero exit.
 //!
-//! PostgreSQL: see integration/tests/support/pg_server.rs. Redis:
-//! `IDEM_TEST_REDIS_URL` (default redis://127.0.0.1:6379).
+//! Servers: see integration/tests/support/pg_server.rs and
+//! redis_server.rs (the machine's, else private ones these tests start).
 
 #[path = "../../integration/tests/support/pg_server.rs"]
 mod pg_server;
+#[path = "../../integration/tests/support/redis_server.rs"]
+mod redis_server;
 
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -362,8 +364,7 @@ async fn postgres() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis() {
-    let url =
-        std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let url = redis_server::url().await;
     let prefix = format!("idem-cli-{:x}:", Token::random().to_u128() as u64);
     let store = RedisStore::builder()
         .prefix(&prefix)
