@@ -68,14 +68,17 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use idem_core::{
-    Call, Claim, ClaimOutcome, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL,
-    Digester, Error, ErrorPolicy, Fence, Fingerprint, FingerprintError, Idempotency,
+    Call, CallSite, Claim, ClaimOutcome, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_TTL, Digester, Error, ErrorPolicy, Fence, Fingerprint, FingerprintError, Idempotency,
     IdempotencyBuilder, KeyHasher, KeyPart, RecordKey, ReleaseErrors, Reported, ShortKey, Store,
-    StoreError, StoreErrorsIf, Token, async_trait, child_key, install, installed, queue,
+    StoreError, StoreErrorsIf, Token, async_trait, call_site, child_key, install, installed, queue,
     replay_errors, store_errors_if,
 };
 pub use idem_core::{StepId, step};
 pub use idem_macros::idempotent;
+
+/// Operating records: list, inspect, purge, count (what `idem` the CLI uses).
+pub use idem_core::admin;
 
 #[cfg(feature = "memory")]
 #[cfg_attr(docsrs, doc(cfg(feature = "memory")))]

@@ -68,6 +68,11 @@ impl LocalCache {
         None
     }
 
+    /// Drops `key`'s record, if kept.
+    pub(crate) fn forget(&self, key: &RecordKey) {
+        self.shard(key).0.remove(key);
+    }
+
     /// Keeps `record` until `until`, a time at or before the store's expiry.
     pub(crate) fn put(
         &self,

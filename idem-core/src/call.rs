@@ -10,12 +10,14 @@ use crate::cache::LocalCache;
 use crate::context::{Running, StepCall};
 use crate::handle::Inner;
 use crate::key::{self, KeyPart};
+use crate::observe::{Outcome as Observed, Step};
 use crate::record::{self, Outcome};
 use crate::renewal;
 use crate::{
-    Claim, ClaimOutcome, Error, ErrorPolicy, Fence, Fingerprint, Idempotency, RecordKey,
+    CallSite, Claim, ClaimOutcome, Error, ErrorPolicy, Fence, Fingerprint, Idempotency, RecordKey,
     ReleaseErrors, StepId, Store, Token,
 };
+use tracing::Instrument;
 
 /// How long a completed result is replayed, unless set: 24 hours.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -59,6 +61,8 @@ pub struct Call<P = ReleaseErrors> {
     version: u32,
     policy: P,
     refused: Option<Error>,
+    /// The bounded `scope` label of this call's metrics.
+    site: &'static CallSite,
 }
 
 /// A call's result and whether it was replayed from the store.
@@ -89,6 +93,7 @@ impl Call {
             version: 0,
             policy: ReleaseErrors,
             refused,
+            site: CallSite::UNNAMED,
         }
     }
 }
@@ -161,6 +166,14 @@ impl<P> Call<P> {
         self.map_policy(|_| policy)
     }
 
+    /// The call site this call's metrics are counted under (its `scope`
+    /// label), instead of [`CallSite::UNNAMED`]. `#[idempotent]` sets the
+    /// function's own. See [`call_site!`](crate::call_site).
+    pub fn site(mut self, site: &'static CallSite) -> Self {
+        self.site = site;
+        self
+    }
+
     /// The call's error policy.
     pub(crate) fn policy(&self) -> &P {
         &self.policy
@@ -179,6 +192,7 @@ impl<P> Call<P> {
             version: self.version,
             policy: wrap(self.policy),
             refused: self.refused,
+            site: self.site,
         }
     }
 
@@ -239,7 +253,28 @@ impl<P> Call<P> {
         Fut: Future<Output = Result<T, E>>,
     {
         let on_drop = Some(Arc::clone(&inner.store));
-        self.protocol(inner.store.as_ref(), inner.cache.as_ref(), on_drop, body)
+        let span = self.span();
+        self.protocol(
+            inner.store.as_ref(),
+            inner.cache.as_ref(),
+            on_drop,
+            body,
+            span.clone(),
+        )
+        .instrument(span)
+    }
+
+    /// The call's span: scope, short key hash, and (once known) outcome and
+    /// whether it was replayed. With no subscriber listening at INFO this
+    /// is a disabled span: no field is formatted.
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!(
+            "idem.call",
+            scope = %self.scope,
+            key = %self.key.short(),
+            outcome = tracing::field::Empty,
+            replayed = tracing::field::Empty,
+        )
     }
 
     /// As [`run`](Call::run), on `store` instead of the handle's: for a
@@ -271,7 +306,11 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        self.protocol(store, None, None, body).await.result
+        let span = self.span();
+        self.protocol(store, None, None, body, span.clone())
+            .instrument(span)
+            .await
+            .result
     }
 
     /// As [`run_on`](Call::run_on), and also tells whether the result was
@@ -301,17 +340,22 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        self.protocol(store, None, None, body).await
+        let span = self.span();
+        self.protocol(store, None, None, body, span.clone())
+            .instrument(span)
+            .await
     }
 
     /// The protocol: claim, run, complete or release, replay. `on_drop`
-    /// is the store to release on when the call is dropped mid-body.
+    /// is the store to release on when the call is dropped mid-body. Each
+    /// end is counted by outcome and recorded in `span`.
     async fn protocol<S, T, E, F, Fut>(
         self,
         store: &S,
         cache: Option<&LocalCache>,
         on_drop: Option<Arc<dyn Store>>,
         body: F,
+        span: tracing::Span,
     ) -> Reported<Result<T, E>>
     where
         S: Store + ?Sized,
@@ -321,39 +365,49 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let fresh = |result| Reported {
-            result,
-            replayed: false,
+        let site = self.site;
+        let done = |outcome: Observed, result| {
+            observed(site, &span, outcome, false);
+            Reported {
+                result,
+                replayed: false,
+            }
         };
         if let Some(err) = self.refused {
-            return fresh(Err(err.into()));
+            return done(Observed::Invalid, Err(err.into()));
         }
         if let Err(err) = self.checked_settings() {
-            return fresh(Err(err.into()));
+            return done(Observed::Invalid, Err(err.into()));
         }
         if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
-            return self.replayed(&hit.fingerprint, &hit.record);
+            return self.replayed(&hit.fingerprint, &hit.record, &span);
         }
         let token = Token::random();
         let claim = Claim {
             token,
             fingerprint: self.fingerprint,
             lease: self.effective_lease(),
+            site: self.site.name(),
         };
         let started = Instant::now();
         let mut backoff = FIRST_BACKOFF;
         let finished = loop {
             let sent = Instant::now();
-            match store.claim(&self.key, &claim).await {
+            let answer = store.claim(&self.key, &claim).await;
+            site.store_step(Step::Claim, sent.elapsed());
+            match answer {
                 Err(err) => {
                     tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");
                     if let Some(owned) = &on_drop {
                         renewal::release_if_applied(owned, self.key, token, claim.lease);
                     }
-                    return fresh(Err(Error::Store(err).into()));
+                    return done(Observed::StoreError, Err(Error::Store(err).into()));
                 }
                 Ok(ClaimOutcome::Won { took_over, steps }) => {
                     tracing::debug!(scope = %self.scope, key = %self.key.short(), took_over, steps = steps.len(), "idem: claimed");
+                    if took_over {
+                        site.takeover();
+                    }
                     break steps;
                 }
                 Ok(ClaimOutcome::Completed {
@@ -364,24 +418,30 @@ impl<P> Call<P> {
                     if let Some(cache) = cache {
                         cache.put(self.key, fingerprint, record.clone(), sent + expires_in);
                     }
-                    return self.replayed(&fingerprint, &record);
+                    return self.replayed(&fingerprint, &record, &span);
                 }
                 Ok(ClaimOutcome::InProgress {
                     fingerprint,
                     retry_after,
                 }) => {
                     if !self.fingerprint.matches(&fingerprint) {
-                        return fresh(Err(self.mismatch().into()));
+                        return done(Observed::Mismatch, Err(self.mismatch().into()));
                     }
                     let waited = started.elapsed();
                     if waited >= self.wait {
                         tracing::debug!(scope = %self.scope, key = %self.key.short(), ?retry_after, "idem: in progress elsewhere");
-                        return fresh(Err(Error::InProgress {
-                            scope: self.scope,
-                            key: self.key.short(),
-                            retry_after,
-                        }
-                        .into()));
+                        return done(
+                            Observed::InProgress,
+                            Err(Error::InProgress {
+                                scope: self.scope,
+                                key: self.key.short(),
+                                retry_after,
+                            }
+                            .into()),
+                        );
+                    }
+                    if backoff == FIRST_BACKOFF {
+                        site.wait();
                     }
                     tokio::time::sleep(backoff.min(self.wait - waited)).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -395,10 +455,11 @@ impl<P> Call<P> {
             key: self.key,
             token,
             armed: true,
+            site,
         };
         if !crate::step::steps_match(&finished, &self.fingerprint) {
             guard.release().await;
-            return fresh(Err(self.mismatch().into()));
+            return done(Observed::Mismatch, Err(self.mismatch().into()));
         }
         // One copy of the scope for the renewer and the steps, made only
         // for a store the handle owns.
@@ -412,11 +473,22 @@ impl<P> Call<P> {
                 let inner = &self.idem.inner;
                 let _renewed = inner
                     .renewer
-                    .register(inner, self.key, token, claim.lease, scope)
+                    .register(inner, self.key, token, claim.lease, scope, site)
                     .await;
                 body.await
             }
-            None => renewal::in_task(store, &self.key, token, claim.lease, &self.scope, body).await,
+            None => {
+                renewal::in_task(
+                    store,
+                    &self.key,
+                    token,
+                    claim.lease,
+                    &self.scope,
+                    site,
+                    body,
+                )
+                .await
+            }
         };
         let limit = self.idem.inner.max_record_bytes;
         let record = match &result {
@@ -424,7 +496,7 @@ impl<P> Call<P> {
             Err(err) if self.policy.stores(err) => self.policy.encode(err, limit),
             Err(_) => {
                 guard.release().await;
-                return fresh(result);
+                return done(Observed::Ran, result);
             }
         };
         // The body ran: an unstorable result still settles the key, or a
@@ -444,26 +516,31 @@ impl<P> Call<P> {
         // body a second time at once.
         guard.armed = false;
         let sent = Instant::now();
-        match store.complete(&self.key, token, &record, self.ttl).await {
+        let answer = store.complete(&self.key, token, &record, self.ttl).await;
+        site.store_step(Step::Complete, sent.elapsed());
+        match answer {
             Ok(Fence::Held) => {
                 if let Some(cache) = cache {
                     cache.put(self.key, self.fingerprint, record.into(), sent + self.ttl);
                 }
-                fresh(result)
+                done(Observed::Ran, result)
             }
             Ok(lost) => {
                 let taken_over = lost == Fence::Lost;
                 tracing::warn!(scope = %self.scope, key = %self.key.short(), taken_over, "idem: lease lost; result not stored");
-                fresh(Err(Error::LeaseLost {
-                    scope: self.scope,
-                    key: self.key.short(),
-                    taken_over,
-                }
-                .into()))
+                done(
+                    Observed::LeaseLost,
+                    Err(Error::LeaseLost {
+                        scope: self.scope,
+                        key: self.key.short(),
+                        taken_over,
+                    }
+                    .into()),
+                )
             }
             Err(err) => {
                 tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: completion failed; the claim stays until its lease ends");
-                fresh(Err(Error::Store(err).into()))
+                done(Observed::StoreError, Err(Error::Store(err).into()))
             }
         }
     }
@@ -543,26 +620,43 @@ impl<P> Call<P> {
 
     /// Answers a duplicate from a completed record, if its fingerprint
     /// matches ours.
-    fn replayed<T, E>(&self, fingerprint: &Fingerprint, record: &[u8]) -> Reported<Result<T, E>>
+    fn replayed<T, E>(
+        &self,
+        fingerprint: &Fingerprint,
+        record: &[u8],
+        span: &tracing::Span,
+    ) -> Reported<Result<T, E>>
     where
         T: DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
     {
         if !self.fingerprint.matches(fingerprint) {
+            observed(self.site, span, Observed::Mismatch, false);
             return Reported {
                 result: Err(self.mismatch().into()),
                 replayed: false,
             };
         }
         tracing::debug!(scope = %self.scope, key = %self.key.short(), "idem: replayed");
+        let result = match self.replay(record) {
+            Ok(result) => {
+                observed(self.site, span, Observed::Replayed, true);
+                result
+            }
+            Err(err) => {
+                observed(self.site, span, Observed::CodecError, true);
+                Err(err.into())
+            }
+        };
         Reported {
-            result: self.replay(record),
+            result,
             replayed: true,
         }
     }
 
-    fn replay<T, E>(&self, record: &[u8]) -> Result<T, E>
+    /// The stored result, or why it cannot be decoded.
+    fn replay<T, E>(&self, record: &[u8]) -> Result<Result<T, E>, Error>
     where
         T: DeserializeOwned,
         E: From<Error>,
@@ -579,14 +673,18 @@ impl<P> Call<P> {
             }
             Outcome::NotStored => Err(parsed.not_stored()),
         });
-        match decoded {
-            Ok(result) => result,
-            Err(err) => {
-                tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: stored record not decodable");
-                Err(Error::Codec(err).into())
-            }
-        }
+        decoded.map_err(|err| {
+            tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: stored record not decodable");
+            Error::Codec(err)
+        })
     }
+}
+
+/// Counts a call's outcome and records it in the call's span.
+fn observed(site: &CallSite, span: &tracing::Span, outcome: Observed, replayed: bool) {
+    site.call(outcome);
+    span.record("outcome", tracing::field::display(outcome.as_str()));
+    span.record("replayed", replayed);
 }
 
 /// Releases the claim if the call ends without settling it: the body
@@ -599,12 +697,15 @@ struct ClaimGuard<'s, S: Store + ?Sized> {
     key: RecordKey,
     token: Token,
     armed: bool,
+    site: &'static CallSite,
 }
 
 impl<S: Store + ?Sized> ClaimGuard<'_, S> {
     async fn release(&mut self) {
         self.armed = false;
+        let sent = Instant::now();
         release(self.store, &self.key, self.token).await;
+        self.site.store_step(Step::Release, sent.elapsed());
     }
 }
 

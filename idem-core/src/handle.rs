@@ -7,7 +7,7 @@ use arc_swap::ArcSwapOption;
 use crate::cache::LocalCache;
 use crate::detach::Running;
 use crate::renewal::Renewer;
-use crate::{Call, Error, KeyPart, Store};
+use crate::{Call, Error, KeyPart, RecordKey, Store};
 
 /// A cheap, cloneable handle over a [`Store`]: where calls start.
 ///
@@ -58,6 +58,67 @@ impl Idempotency {
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
             local_cache: None,
         }
+    }
+
+    /// A handle that runs every body and stores nothing: for tests and
+    /// local runs. Duplicates are not detected; its first call says so in
+    /// one `tracing` warning (once per handle, not per call).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let idem = idem::Idempotency::disabled();
+    /// let first: Result<u8, idem::Error> = idem.call("demo", "k").run(|| async { Ok(1) }).await;
+    /// let again: Result<u8, idem::Error> = idem.call("demo", "k").run(|| async { Ok(2) }).await;
+    /// assert_eq!((first.unwrap(), again.unwrap()), (1, 2)); // both ran
+    /// # }
+    /// ```
+    pub fn disabled() -> Self {
+        Self::new(crate::disabled::Disabled::new())
+    }
+
+    /// Removes the record of `key` in `scope`, completed or in progress,
+    /// from the store and this handle's local cache, so the next call runs
+    /// the body again. A key with no record is `Ok`. A body still running
+    /// on a forgotten claim gets `Error::LeaseLost` when it completes (its
+    /// result is not stored), unless another call claimed the key meanwhile.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let _: Result<u8, idem::Error> = idem.call("demo", "k").run(|| async { Ok(1) }).await;
+    /// idem.forget("demo", "k").await.unwrap();
+    /// let again: Result<u8, idem::Error> = idem.call("demo", "k").run(|| async { Ok(2) }).await;
+    /// assert_eq!(again.unwrap(), 2); // ran again
+    /// idem.forget("demo", "never-called").await.unwrap(); // nothing to forget: Ok
+    /// # }
+    /// ```
+    pub async fn forget<S: KeyPart + ?Sized, K: KeyPart + ?Sized>(
+        &self,
+        scope: &S,
+        key: &K,
+    ) -> Result<(), Error> {
+        self.forget_record(&RecordKey::new(scope, key)).await
+    }
+
+    /// As [`forget`](Idempotency::forget), by the hashed key (as `idem list`
+    /// prints it).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let _: Result<u8, idem::Error> = idem.call("demo", "k").run(|| async { Ok(1) }).await;
+    /// let key = idem::RecordKey::new("demo", "k");
+    /// idem.forget_record(&key).await.unwrap();
+    /// # }
+    /// ```
+    pub async fn forget_record(&self, key: &RecordKey) -> Result<(), Error> {
+        let cache = self.inner.cache.as_ref();
+        cache.inspect(|cache| cache.forget(key));
+        self.inner.store.forget(key).await?;
+        // Again: a replay that read the record before it went may have put
+        // it back meanwhile.
+        cache.inspect(|cache| cache.forget(key));
+        Ok(())
     }
 
     /// The store behind this handle.

@@ -22,6 +22,7 @@ mod cache;
 mod call;
 mod context;
 mod detach;
+mod disabled;
 mod error;
 mod fingerprint;
 mod handle;
@@ -29,12 +30,15 @@ mod handle;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
+mod observe;
 mod policy;
 pub mod queue;
 mod record;
 mod renewal;
 mod step;
 mod store;
+
+pub mod admin;
 
 pub use async_trait::async_trait;
 pub use call::{Call, DEFAULT_LEASE, DEFAULT_TTL, Reported};
@@ -43,6 +47,7 @@ pub use error::{CodecError, Error, StoreError};
 pub use fingerprint::{Digester, Fingerprint, FingerprintError};
 pub use handle::{DEFAULT_MAX_RECORD_BYTES, Idempotency, IdempotencyBuilder, install, installed};
 pub use key::{KeyHasher, KeyPart, RecordKey, ShortKey};
+pub use observe::CallSite;
 pub use policy::{ErrorPolicy, ReleaseErrors, StoreErrorsIf, replay_errors, store_errors_if};
 pub use step::{StepId, step};
 pub use store::{Claim, ClaimOutcome, Fence, Store, Token};

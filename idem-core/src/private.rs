@@ -26,6 +26,8 @@ use core::ops::Deref;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use crate::call_site;
+pub use crate::observe::SiteLabels;
 use crate::{
     Call, CodecError, Digester, ErrorPolicy, Fingerprint, FingerprintError, KeyHasher, KeyPart,
 };

@@ -16,7 +16,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::handle::Inner;
-use crate::{Fence, RecordKey, Store, Token};
+use crate::observe::Step;
+use crate::{CallSite, Fence, RecordKey, Store, Token};
 
 /// The claims of one handle whose bodies are running, renewed by one task
 /// of the handle's own: a body that blocks its thread (on a multi-thread
@@ -35,12 +36,14 @@ struct Due {
     token: Token,
     lease: Duration,
     scope: Arc<str>,
+    site: &'static CallSite,
 }
 
 struct Running {
     lease: Duration,
     due: Instant,
     scope: Arc<str>,
+    site: &'static CallSite,
 }
 
 /// A registered claim, removed from the renewer when the body ends.
@@ -65,9 +68,15 @@ impl Renewer {
         token: Token,
         lease: Duration,
         scope: Arc<str>,
+        site: &'static CallSite,
     ) -> Registered<'_> {
         let due = Instant::now() + third(lease);
-        let running = Running { lease, due, scope };
+        let running = Running {
+            lease,
+            due,
+            scope,
+            site,
+        };
         let earliest = {
             let mut claims = self.lock();
             claims.insert((key, token), running);
@@ -108,6 +117,7 @@ impl Renewer {
                     token,
                     lease: running.lease,
                     scope: Arc::clone(&running.scope),
+                    site: running.site,
                 });
             }
         }
@@ -175,8 +185,11 @@ fn third(lease: Duration) -> Duration {
 
 async fn renew_once<S: Store + ?Sized>(store: &S, claim: &Due) {
     let (key, scope) = (&claim.key, &*claim.scope);
-    match store.renew(key, claim.token, claim.lease).await {
-        Ok(Fence::Held) => {}
+    let sent = Instant::now();
+    let answer = store.renew(key, claim.token, claim.lease).await;
+    claim.site.store_step(Step::Renew, sent.elapsed());
+    match answer {
+        Ok(Fence::Held) => claim.site.renewal(),
         Ok(lost) => {
             tracing::warn!(scope, key = %key.short(), lost = lost_how(lost), "idem: lease lost while the body runs")
         }
@@ -193,12 +206,16 @@ async fn renew_every_third<S: Store + ?Sized>(
     token: Token,
     lease: Duration,
     scope: &str,
+    site: &CallSite,
 ) {
     let every = (lease / 3).max(Duration::from_millis(1));
     loop {
         tokio::time::sleep(every).await;
-        match store.renew(key, token, lease).await {
-            Ok(Fence::Held) => {}
+        let sent = Instant::now();
+        let answer = store.renew(key, token, lease).await;
+        site.store_step(Step::Renew, sent.elapsed());
+        match answer {
+            Ok(Fence::Held) => site.renewal(),
             Ok(lost) => {
                 tracing::warn!(scope, key = %key.short(), lost = lost_how(lost), "idem: lease lost while the body runs");
                 return;
@@ -218,10 +235,11 @@ pub(crate) async fn in_task<S: Store + ?Sized, F: Future>(
     token: Token,
     lease: Duration,
     scope: &str,
+    site: &CallSite,
     body: F,
 ) -> F::Output {
     let mut body = pin!(body);
-    let renewal = pin!(renew_every_third(store, key, token, lease, scope));
+    let renewal = pin!(renew_every_third(store, key, token, lease, scope, site));
     tokio::select! {
         biased;
         out = &mut body => out,

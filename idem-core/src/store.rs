@@ -43,6 +43,11 @@ pub struct Claim {
     pub fingerprint: Fingerprint,
     /// How long the claim is held before another caller may take over.
     pub lease: Duration,
+    /// The call site's static name ([`CallSite::name`](crate::CallSite::name):
+    /// the function's path for `#[idempotent]`), for stores that keep it
+    /// with the record so operators can list records (`idem list`) without
+    /// the raw key, which is never stored. Bounded, never a tenant or key.
+    pub site: &'static str,
 }
 
 /// The store's answer to a claim.
@@ -208,5 +213,22 @@ pub trait Store: Send + Sync {
     /// transaction would roll back with it.
     fn records_steps(&self) -> bool {
         false
+    }
+
+    /// Removes the record under `key`, completed or in progress, whoever
+    /// holds it, so the next call runs the body; a key with no record is
+    /// `Ok`. An operator's step ([`Idempotency::forget`](crate::Idempotency::forget),
+    /// `idem forget`), not part of a call: a body still running on a
+    /// forgotten claim finds its lease lost when it completes.
+    ///
+    /// Every built-in store implements it. The default, for stores written
+    /// before it existed, refuses with a [`StoreError`] saying the store
+    /// does not support it.
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        let _ = key;
+        Err(StoreError::new(
+            "store",
+            "this store does not implement `Store::forget`",
+        ))
     }
 }

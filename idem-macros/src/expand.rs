@@ -126,12 +126,15 @@ fn gen_call(model: &Model<'_>, errors: TokenStream) -> TokenStream {
     let private = &model.private;
     let args = model.args;
     let store = gen_store(model);
+    // The function's path names its metrics (a bounded label), whatever
+    // its scope expression (which may carry a tenant).
+    let fn_path = {
+        let name = model.func.sig.ident.to_string();
+        quote!(#private::concat!(#private::module_path!(), "::", #name))
+    };
     let scope = match &args.scope {
         Some(scope) => key_part(private, scope),
-        None => {
-            let name = model.func.sig.ident.to_string();
-            quote!(#private::concat!(#private::module_path!(), "::", #name))
-        }
+        None => fn_path.clone(),
     };
     let key = match &args.key {
         Some(key) => key_part(private, key),
@@ -145,6 +148,7 @@ fn gen_call(model: &Model<'_>, errors: TokenStream) -> TokenStream {
     });
     quote! {
         #private::Idempotency::call(#store, &#scope, &#key)
+            .site(#private::call_site!(#fn_path))
             #fingerprint
             #(#durations)*
             #version

@@ -266,4 +266,11 @@ impl Store for MemoryStore {
     fn records_steps(&self) -> bool {
         true
     }
+
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        let mut shard = self.shard(key);
+        shard.entries.remove(key);
+        shard.steps.forget(key);
+        Ok(())
+    }
 }

@@ -1,6 +1,7 @@
 //! Records in PostgreSQL ([`PostgresStore`]): one statement, one round trip per step, expiry by
 //! the server's clock, and a transactional mode.
 
+mod admin;
 mod conns;
 mod sql;
 mod steps;
@@ -634,6 +635,7 @@ impl Sql {
             .bind(&claim.token[..])
             .bind(&claim.fingerprint[..])
             .bind(claim.lease_us)
+            .bind(claim.site)
     }
 
     fn complete_query<'q>(
@@ -671,6 +673,7 @@ struct ClaimBytes {
     token: [u8; 16],
     fingerprint: [u8; 32],
     lease_us: i64,
+    site: &'static str,
 }
 
 impl From<&Claim> for ClaimBytes {
@@ -679,6 +682,7 @@ impl From<&Claim> for ClaimBytes {
             token: claim.token.to_bytes(),
             fingerprint: *claim.fingerprint.as_bytes(),
             lease_us: micros(claim.lease),
+            site: claim.site,
         }
     }
 }
@@ -808,5 +812,14 @@ impl Store for PostgresStore {
 
     fn records_steps(&self) -> bool {
         true
+    }
+
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        let sql = &self.inner.sql;
+        self.send(Want::RowsAffected, |_| {
+            sqlx::query(&sql.forget).bind(&key.as_bytes()[..])
+        })
+        .await?;
+        Ok(())
     }
 }

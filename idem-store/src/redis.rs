@@ -9,6 +9,7 @@
 //! (`idem::step`) live in a hash of their own in the record's hash slot
 //! (see `steps.rs`): the claim's pipeline reads it, a save writes it.
 
+mod admin;
 mod eviction;
 mod replicas;
 mod sentinel;
@@ -781,5 +782,16 @@ impl Store for RedisStore {
 
     fn records_steps(&self) -> bool {
         true
+    }
+
+    /// One `DEL` of the record's key and its steps' hash.
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        let mut pipe = redis::pipe();
+        // The steps' hash shares the record's slot: one command, routed.
+        pipe.cmd("DEL")
+            .arg(self.redis_key(key))
+            .arg(self.steps_key(key))
+            .ignore();
+        self.query::<()>(&pipe).await
     }
 }

@@ -14,7 +14,9 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+mod admin;
 mod file;
+mod migrate;
 
 use file::FileIdentity;
 
@@ -27,6 +29,7 @@ macro_rules! now_ms {
         "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
     };
 }
+use now_ms;
 
 const MIGRATE: &str = concat!(
     "CREATE TABLE IF NOT EXISTS idem_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
@@ -47,10 +50,13 @@ const SELECT: &str = concat!(
 );
 
 const INSERT: &str = concat!(
-    "INSERT INTO idem_records (key, token, fingerprint, record, expires_at) VALUES (?1, ?2, ?3, NULL, ",
+    "INSERT INTO idem_records (key, token, fingerprint, record, expires_at, site, created_at) VALUES (?1, ?2, ?3, NULL, ",
     now_ms!(),
-    " + ?4) ON CONFLICT (key) DO UPDATE SET token = excluded.token, fingerprint = excluded.fingerprint,",
-    " record = NULL, expires_at = excluded.expires_at WHERE idem_records.expires_at <= ",
+    " + ?4, ?5, ",
+    now_ms!(),
+    ") ON CONFLICT (key) DO UPDATE SET token = excluded.token, fingerprint = excluded.fingerprint,",
+    " record = NULL, expires_at = excluded.expires_at, site = excluded.site, created_at = excluded.created_at",
+    " WHERE idem_records.expires_at <= ",
     now_ms!(),
     // Whether the call has saved steps: only then does a won claim read them.
     " RETURNING EXISTS (SELECT 1 FROM idem_steps WHERE call = ?1)"
@@ -82,6 +88,9 @@ const COMPLETE: &str = concat!(
     held!()
 );
 const RELEASE: &str = concat!("DELETE FROM idem_records", held!());
+const FORGET: &str = "DELETE FROM idem_records WHERE key = ?1";
+/// Sent before `FORGET`: a forgotten call must not resume from old steps.
+const FORGET_STEPS: &str = "DELETE FROM idem_steps WHERE call = ?1";
 const RENEW: &str = concat!(
     "UPDATE idem_records SET expires_at = ",
     now_ms!(),
@@ -178,11 +187,7 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(err)?;
-        sqlx::raw_sql(MIGRATE).execute(&pool).await.map_err(err)?;
-        sqlx::raw_sql(steps::MIGRATE)
-            .execute(&pool)
-            .await
-            .map_err(err)?;
+        migrate::migrate(&pool).await.map_err(err)?;
         let file = FileIdentity::of(&path)?;
         Ok(SqliteStore { pool, file })
     }
@@ -331,6 +336,7 @@ impl Store for SqliteStore {
                 .bind(&token[..])
                 .bind(&claim.fingerprint.as_bytes()[..])
                 .bind(millis(claim.lease))
+                .bind(claim.site)
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(err)?;
@@ -413,5 +419,16 @@ impl Store for SqliteStore {
 
     fn records_steps(&self) -> bool {
         true
+    }
+
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        for statement in [FORGET_STEPS, FORGET] {
+            sqlx::query(statement)
+                .bind(&key.as_bytes()[..])
+                .execute(&self.pool)
+                .await
+                .map_err(err)?;
+        }
+        Ok(())
     }
 }

@@ -39,6 +39,7 @@ fn claim(lease: Duration) -> Claim {
         token: Token::random(),
         fingerprint: Fingerprint::NONE,
         lease,
+        site: "postgres-test",
     }
 }
 
@@ -82,8 +83,8 @@ async fn migrate_twice_and_concurrently_is_harmless() {
     .fetch_all(&mut admin)
     .await
     .unwrap();
-    // 1: records and claim function; 2: steps.
-    assert_eq!(versions, vec![1, 2]);
+    // 1: records and claim function; 2: steps; 3: site and creation time.
+    assert_eq!(versions, vec![1, 2, 3]);
     assert_eq!(stores[0].table(), format!("\"{schema}\".\"records\""));
     let idem = Idempotency::new(stores[1].clone());
     let out: Result<u8, Error> = idem.call("m", "k").run(|| async { Ok(1) }).await;

@@ -370,3 +370,35 @@ async fn a_step_on_a_transaction_handle_is_refused_before_it_runs() {
     assert!(reason.contains("does not record steps"), "{reason}");
     assert_eq!(runs.load(Ordering::SeqCst), 0, "the step's body ran");
 }
+
+/// `forget` on a transaction's handle deletes inside the transaction: the
+/// record is gone once it commits, and still there if it rolls back.
+#[tokio::test]
+async fn forget_on_a_transaction_commits_or_rolls_back_with_it() {
+    let f = fixture("tx_forget").await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let call = || {
+        let runs = Arc::clone(&runs);
+        f.idem.call("orders", "o-1").run(move || async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Error>(1u8)
+        })
+    };
+    call().await.unwrap();
+
+    let tx = f.store.tx_handle(f.pool.begin().await.unwrap());
+    tx.forget("orders", "o-1").await.unwrap();
+    tx.rollback().await.unwrap();
+    call().await.unwrap();
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "rolled back: still replayed"
+    );
+
+    let tx = f.store.tx_handle(f.pool.begin().await.unwrap());
+    tx.forget("orders", "o-1").await.unwrap();
+    tx.commit().await.unwrap();
+    call().await.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "committed: ran again");
+}

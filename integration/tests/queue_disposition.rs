@@ -121,6 +121,7 @@ async fn an_unreachable_store_is_retried_and_the_body_does_not_run() {
             token: idem::Token::random(),
             fingerprint: idem::Fingerprint::NONE,
             lease: Duration::from_secs(60),
+            site: "queue",
         };
         holders.push(
             store

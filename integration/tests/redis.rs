@@ -106,6 +106,7 @@ async fn a_completed_record_reports_no_more_than_its_stored_ttl() {
         token: Token::random(),
         fingerprint: Fingerprint::NONE,
         lease: Duration::from_secs(30),
+        site: "redis-test",
     };
     match store.claim(&key, &claim).await.unwrap() {
         ClaimOutcome::Completed {

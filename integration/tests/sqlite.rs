@@ -77,6 +77,7 @@ async fn purge_expired_deletes_only_expired_rows() {
             token: Token::random(),
             fingerprint: Fingerprint::NONE,
             lease: life,
+            site: "sqlite-test",
         };
         assert!(matches!(
             store.claim(&key, &claim).await.unwrap(),

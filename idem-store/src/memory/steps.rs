@@ -33,6 +33,11 @@ impl Steps {
         })
     }
 
+    /// Drops every step of `key` (`forget`).
+    pub(super) fn forget(&mut self, key: &RecordKey) {
+        self.calls.remove(key);
+    }
+
     /// Saves (or replaces) one step of `key`. At most `limit` calls keep
     /// steps: past it, expired ones go, then the call whose steps expire
     /// first (it resumes from the start).

@@ -220,4 +220,11 @@ impl Store for TxStore<'_> {
     async fn renew(&self, _: &RecordKey, _: Token, _: Duration) -> Result<Fence, StoreError> {
         Ok(Fence::Held)
     }
+
+    /// Inside the transaction: the record is gone when it commits.
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        let query = sqlx::query(&self.sql.forget).bind(&key.as_bytes()[..]);
+        self.send(Want::RowsAffected, query).await?;
+        Ok(())
+    }
 }

@@ -14,9 +14,6 @@ pub(super) const MIGRATE: &str = concat!(
     " PRIMARY KEY (call, step)",
     ") WITHOUT ROWID;",
     "CREATE INDEX IF NOT EXISTS idem_steps_expires_at ON idem_steps (expires_at);",
-    "INSERT OR IGNORE INTO idem_migrations (version, applied_at) VALUES (2, ",
-    now_ms!(),
-    ");"
 );
 
 /// Saves a step if the call's claim is still ours: one statement, so the

@@ -42,6 +42,7 @@ macro_rules! conformance_suite {
             steps_expire_with_the_ttl, misused_steps_are_errors, step_fencing_at_the_store,
             replays_values_json_cannot_carry, replays_every_serde_form,
             unencodable_value_settles_the_key,
+            forget_removes_completed_and_in_progress_records,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -688,6 +689,7 @@ pub fn new_claim(fingerprint: Fingerprint, lease: Duration) -> Claim {
         token: Token::random(),
         fingerprint,
         lease,
+        site: "conformance",
     }
 }
 
@@ -1230,4 +1232,51 @@ pub async fn unencodable_value_settles_the_key(idem: Idempotency) {
         );
     }
     assert_eq!(runs.get(), 1, "the body ran once");
+}
+
+pub async fn forget_removes_completed_and_in_progress_records(idem: Idempotency) {
+    // Completed: forgotten, the next call runs again (and the local cache,
+    // when the handle has one, forgets too).
+    let scope = scope("forget");
+    let runs = Counter::default();
+    let call = |value: u32| {
+        let runs = runs.clone();
+        idem.call(&scope, "k").run(move || async move {
+            runs.bump();
+            Ok::<_, Error>(value)
+        })
+    };
+    assert_eq!(call(1).await.unwrap(), 1);
+    assert_eq!(call(2).await.unwrap(), 1, "replayed");
+    idem.forget(&scope, "k").await.unwrap();
+    assert_eq!(call(3).await.unwrap(), 3, "ran again after forget");
+    assert_eq!(runs.get(), 2);
+
+    // In progress: forgotten, the next claim wins at once, and the old
+    // holder's completion is fenced out.
+    let store = idem.store();
+    let key = RecordKey::new(&scope, &"held");
+    let held = new_claim(Fingerprint::NONE, Duration::from_secs(60));
+    assert!(matches!(
+        store.claim(&key, &held).await.unwrap(),
+        ClaimOutcome::Won { .. }
+    ));
+    idem.forget(&scope, "held").await.unwrap();
+    let next = new_claim(Fingerprint::NONE, Duration::from_secs(60));
+    assert!(matches!(
+        store.claim(&key, &next).await.unwrap(),
+        ClaimOutcome::Won {
+            took_over: false,
+            ..
+        }
+    ));
+    let late = store
+        .complete(&key, held.token, b"late", Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(late, Fence::Lost);
+
+    // Nothing there: Ok, twice.
+    idem.forget(&scope, "never-called").await.unwrap();
+    idem.forget(&scope, "never-called").await.unwrap();
 }

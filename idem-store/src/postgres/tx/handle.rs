@@ -206,4 +206,9 @@ impl Store for OwnedTxStore {
     async fn renew(&self, _: &RecordKey, _: Token, _: Duration) -> Result<Fence, StoreError> {
         Ok(Fence::Held)
     }
+
+    /// Inside the transaction: the record is gone when it commits.
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        self.on_tx(async |store| store.forget(key).await).await
+    }
 }

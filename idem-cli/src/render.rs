@@ -1,0 +1,138 @@
+//! What the commands print: aligned tables for people, JSON for scripts.
+
+use std::time::Duration;
+
+use idem::admin::{RecordInfo, Stats, decode_record_json};
+use serde_json::{Value, json};
+
+/// A duration as people read it: `850ms`, `42s`, `3h 5m 2s`.
+pub fn human(duration: Duration) -> String {
+    let rounded = if duration < Duration::from_secs(1) {
+        Duration::from_millis(duration.as_millis() as u64)
+    } else {
+        Duration::from_secs(duration.as_secs())
+    };
+    humantime::format_duration(rounded).to_string()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn millis(duration: Option<Duration>) -> Value {
+    duration.map_or(Value::Null, |d| json!(d.as_millis() as u64))
+}
+
+/// One record as JSON; its value decoded when its bytes are there.
+pub fn record_json(info: &RecordInfo) -> Value {
+    let mut out = json!({
+        "key": info.key.to_hex(),
+        "site": info.site,
+        "state": info.state.as_str(),
+        "age_ms": millis(info.age),
+        "expires_in_ms": millis(info.expires_in),
+        "fingerprint": hex(info.fingerprint.as_bytes()),
+        "size": info.size,
+    });
+    if let Some(record) = &info.record {
+        out["value"] = match decode_record_json(record) {
+            Ok(parts) => json!({
+                "outcome": parts.outcome,
+                "version": parts.version,
+                "type": parts.type_name,
+                "json": parts.value,
+            }),
+            Err(err) => json!({ "error": err.to_string() }),
+        };
+    }
+    out
+}
+
+/// `inspect` for people: one field a line, the value pretty-printed.
+pub fn record_text(info: &RecordInfo) -> String {
+    let or_dash = |d: Option<Duration>| d.map_or("-".to_owned(), human);
+    let mut out = format!(
+        "key          {}\nsite         {}\nstate        {}\nage          {}\nexpires in   {}\nfingerprint  {}\nsize         {} bytes\n",
+        info.key.to_hex(),
+        info.site.as_deref().unwrap_or("-"),
+        info.state.as_str(),
+        or_dash(info.age),
+        or_dash(info.expires_in),
+        hex(info.fingerprint.as_bytes()),
+        info.size,
+    );
+    if let Some(record) = &info.record {
+        match decode_record_json(record) {
+            Ok(parts) => {
+                let value = serde_json::to_string_pretty(&parts.value).unwrap_or_default();
+                out += &format!(
+                    "outcome      {}\nversion      {}\ntype         {}\nvalue        {}\n",
+                    parts.outcome,
+                    parts.version,
+                    parts.type_name,
+                    value.replace('\n', "\n             ")
+                );
+            }
+            Err(err) => out += &format!("value        (cannot be decoded: {err})\n"),
+        }
+    }
+    out
+}
+
+/// `list` for people: a header and one aligned row a record.
+pub fn list_text(records: &[RecordInfo]) -> String {
+    let header = ["KEY", "STATE", "AGE", "EXPIRES IN", "SIZE", "SITE"].map(str::to_owned);
+    let rows: Vec<[String; 6]> = records
+        .iter()
+        .map(|info| {
+            [
+                info.key.to_hex(),
+                info.state.as_str().to_owned(),
+                info.age.map_or("-".to_owned(), human),
+                info.expires_in.map_or("-".to_owned(), human),
+                info.size.to_string(),
+                info.site.clone().unwrap_or_else(|| "-".to_owned()),
+            ]
+        })
+        .collect();
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let line = |row: &[String; 6]| {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        cells.join("  ").trim_end().to_owned() + "\n"
+    };
+    let mut out = line(&header);
+    for row in &rows {
+        out += &line(row);
+    }
+    out + &format!("{} record(s)\n", records.len())
+}
+
+pub fn stats_json(stats: &Stats) -> Value {
+    json!({
+        "in_progress": stats.in_progress,
+        "completed": stats.completed,
+        "expired": stats.expired,
+        "total": stats.in_progress + stats.completed + stats.expired,
+        "bytes": stats.bytes,
+    })
+}
+
+pub fn stats_text(stats: &Stats) -> String {
+    format!(
+        "in progress  {}\ncompleted    {}\nexpired      {}\ntotal        {}\nbytes        {}\n",
+        stats.in_progress,
+        stats.completed,
+        stats.expired,
+        stats.in_progress + stats.completed + stats.expired,
+        stats.bytes
+    )
+}

@@ -1,0 +1,504 @@
+//! The `idem` binary, run as a process against real stores: records the
+//! library wrote are listed, a stuck claim is found, `forget` lets the key
+//! run again, `purge` removes expired records, `stats` counts them, and
+//! bad input fails clearly with a non-zero exit.
+//!
+//! Servers: see integration/tests/support/pg_server.rs and
+//! redis_server.rs (the machine's, else private ones these tests start).
+
+#[path = "../../integration/tests/support/pg_server.rs"]
+mod pg_server;
+#[path = "../../integration/tests/support/redis_server.rs"]
+mod redis_server;
+
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use idem::{
+    Claim, ClaimOutcome, Error, Fingerprint, Idempotency, PostgresStore, RecordKey, RedisStore,
+    SqliteStore, Store, Token,
+};
+use serde_json::{Value, json};
+
+/// Runs `idem` with `args`; its exit code, stdout and stderr.
+fn run(args: &[&str]) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args(args)
+        .env_remove("IDEM_REDIS_URL")
+        .env_remove("IDEM_POSTGRES_URL")
+        .output()
+        .expect("run idem");
+    (
+        status.code().expect("exited"),
+        String::from_utf8(stdout).unwrap(),
+        String::from_utf8(stderr).unwrap(),
+    )
+}
+
+/// `idem … --json`, which must succeed; its JSON.
+fn idem_json(store: &[&str], args: &[&str]) -> Value {
+    let all: Vec<&str> = store
+        .iter()
+        .chain(args)
+        .chain(&["--json"])
+        .copied()
+        .collect();
+    let (code, out, err) = run(&all);
+    assert_eq!(code, 0, "idem {all:?} failed: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Receipt {
+    order: String,
+    cents: u64,
+}
+
+/// Counts the runs of `charge`.
+#[derive(Clone, Default)]
+struct Runs(Arc<AtomicUsize>);
+
+async fn charge(idem: &Idempotency, runs: &Runs, scope: &str, order: &str) -> Receipt {
+    let site = idem::call_site!("shop::charge");
+    let out: Result<Receipt, Error> = idem
+        .call(scope, order)
+        .site(site)
+        .run(|| async {
+            runs.0.fetch_add(1, Ordering::SeqCst);
+            Ok(Receipt {
+                order: order.to_owned(),
+                cents: 1200,
+            })
+        })
+        .await;
+    out.unwrap()
+}
+
+/// A claim won and never completed: a body that hangs (its lease
+/// renewed) or a holder that died with a long lease.
+async fn stuck_claim(store: &dyn Store, scope: &str, key: &str) -> RecordKey {
+    let record = RecordKey::new(scope, key);
+    let claim = Claim {
+        token: Token::random(),
+        fingerprint: Fingerprint::NONE,
+        lease: Duration::from_secs(3600),
+        site: "shop::ship",
+    };
+    let won = store.claim(&record, &claim).await.unwrap();
+    assert!(matches!(won, ClaimOutcome::Won { .. }));
+    record
+}
+
+fn keys_of(list: &Value) -> Vec<String> {
+    let list = list.as_array().expect("an array");
+    list.iter()
+        .map(|r| r["key"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// What every store shares: the records written are listed, inspected,
+/// counted, and `forget` makes the next call run.
+async fn lists_inspects_counts_and_forgets(target: &[&str], idem: &Idempotency, scope: &str) {
+    let runs = Runs::default();
+    for order in ["o-1", "o-2"] {
+        charge(idem, &runs, scope, order).await;
+    }
+    let stuck = stuck_claim(idem.store().as_ref(), scope, "o-3").await;
+
+    let listed = keys_of(&idem_json(target, &["list"]));
+    for key in [
+        RecordKey::new(scope, "o-1"),
+        RecordKey::new(scope, "o-2"),
+        stuck,
+    ] {
+        assert!(listed.contains(&key.to_hex()), "{key:?} not in {listed:?}");
+    }
+    let claims = keys_of(&idem_json(target, &["list", "--in-progress"]));
+    assert!(claims.contains(&stuck.to_hex()), "{claims:?}");
+    assert!(!claims.contains(&RecordKey::new(scope, "o-1").to_hex()));
+
+    // Human output: a table with the key and the state.
+    let (code, table, _) = run(&[target, &["list", "--in-progress"]].concat());
+    assert_eq!(code, 0);
+    assert!(table.starts_with("KEY"), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&stuck.to_hex()))
+        .unwrap();
+    assert!(row.contains("in_progress"), "{row}");
+
+    let inspected = idem_json(target, &["inspect", "--scope", scope, "--key", "o-1"]);
+    assert_eq!(inspected["state"], "completed");
+    assert_eq!(inspected["value"]["outcome"], "ok");
+    assert_eq!(
+        inspected["value"]["json"],
+        json!({ "order": "o-1", "cents": 1200 })
+    );
+    assert!(inspected["size"].as_u64().unwrap() > 0);
+    assert!(inspected["expires_in_ms"].as_u64().unwrap() > 0);
+    assert_eq!(inspected["fingerprint"].as_str().unwrap().len(), 64);
+    let (code, text, _) = run(&[target, &["inspect", "--scope", scope, "--key", "o-1"]].concat());
+    assert_eq!(code, 0);
+    assert!(text.contains("state        completed"), "{text}");
+    assert!(text.contains("\"cents\": 1200"), "{text}");
+
+    // Forget: the next call runs again; forgetting the stuck claim by its
+    // hashed key frees it too.
+    assert_eq!(runs.0.load(Ordering::SeqCst), 2);
+    charge(idem, &runs, scope, "o-1").await;
+    assert_eq!(runs.0.load(Ordering::SeqCst), 2, "replayed before forget");
+    idem_json(target, &["forget", "--scope", scope, "--key", "o-1"]);
+    charge(idem, &runs, scope, "o-1").await;
+    assert_eq!(runs.0.load(Ordering::SeqCst), 3, "ran again after forget");
+    idem_json(target, &["forget", "--record", &stuck.to_hex()]);
+    charge(idem, &runs, scope, "o-3").await;
+    assert_eq!(runs.0.load(Ordering::SeqCst), 4, "the stuck key ran");
+
+    // A key with no record: inspect says so (exit 1), forget is fine.
+    let (code, _, err) = run(&[target, &["inspect", "--scope", scope, "--key", "nope"]].concat());
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no record under"), "{err}");
+    idem_json(target, &["forget", "--scope", scope, "--key", "nope"]);
+}
+
+/// Bad input: clear messages, non-zero exits, before any store is used.
+#[test]
+fn bad_arguments_and_unreachable_stores_fail_clearly() {
+    let (code, _, err) = run(&["list"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--redis") && err.contains("--sqlite"), "{err}");
+
+    let (code, _, err) = run(&["--sqlite", "a.db", "--redis", "redis://x", "stats"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+
+    let (code, _, err) = run(&[
+        "--sqlite",
+        "/nonexistent/idem.db",
+        "inspect",
+        "--record",
+        "xyz",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("64 hex digits"), "{err}");
+
+    let (code, _, err) = run(&[
+        "--sqlite",
+        "/nonexistent/idem.db",
+        "inspect",
+        "--scope",
+        "s",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--key"), "{err}");
+
+    let (code, _, err) = run(&["--sqlite", "x.db", "list", "--older-than", "soon"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--older-than"), "{err}");
+
+    let (code, _, err) = run(&["--sqlite", "/nonexistent/idem.db", "stats"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("/nonexistent/idem.db: no such file"), "{err}");
+
+    // Nothing listens on port 1.
+    let (code, _, err) = run(&["--postgres", "postgres://idem@127.0.0.1:1/idem", "stats"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("PostgreSQL at postgres://idem@127.0.0.1:1/idem"),
+        "{err}"
+    );
+
+    let (code, _, err) = run(&["--redis", "redis://127.0.0.1:1", "stats"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("Redis at redis://127.0.0.1:1"), "{err}");
+}
+
+fn temp_db(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "idem-cli-{name}-{:x}",
+        Token::random().to_u128() as u64
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("idem.db")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite() {
+    let path = temp_db("sqlite");
+    let store = SqliteStore::open(&path).await.unwrap();
+    let idem = Idempotency::new(store.clone());
+    let path_arg = path.to_str().unwrap();
+    let target = ["--sqlite", path_arg];
+    lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
+
+    // A claim made two hours ago, stuck since; and one just made.
+    let old = stuck_claim(&store, "ship", "old").await;
+    let fresh = stuck_claim(&store, "ship", "fresh").await;
+    let db = sqlx::SqlitePool::connect(&format!("sqlite://{path_arg}"))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE idem_records SET created_at = created_at - 7200000 WHERE key = ?1")
+        .bind(&old.as_bytes()[..])
+        .execute(&db)
+        .await
+        .unwrap();
+    let stuck = idem_json(&target, &["list", "--in-progress", "--older-than", "1h"]);
+    assert_eq!(keys_of(&stuck), [old.to_hex()]);
+    assert_eq!(stuck[0]["site"], "shop::ship");
+    assert!(stuck[0]["age_ms"].as_u64().unwrap() >= 7_200_000);
+    assert!(
+        !keys_of(&idem_json(&target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
+    );
+
+    // Expired records: counted, then purged.
+    expire_and_purge(&target, || async {
+        sqlx::query("UPDATE idem_records SET expires_at = expires_at - 86400000 WHERE key = ?1")
+            .bind(&old.as_bytes()[..])
+            .execute(&db)
+            .await
+            .unwrap();
+    })
+    .await;
+}
+
+/// Counts before and after one record expires, then purges it.
+async fn expire_and_purge<F, Fut>(target: &[&str], expire: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let before = idem_json(target, &["stats"]);
+    assert_eq!(before["expired"], 0, "{before}");
+    assert_eq!(before["in_progress"], 2, "{before}");
+    assert_eq!(before["completed"], 3, "{before}");
+    assert_eq!(before["total"], 5, "{before}");
+    assert!(before["bytes"].as_u64().unwrap() > 0);
+    expire().await;
+    let after = idem_json(target, &["stats"]);
+    assert_eq!(
+        (after["expired"].as_u64(), after["in_progress"].as_u64()),
+        (Some(1), Some(1)),
+        "{after}"
+    );
+    let expired = idem_json(target, &["list"]);
+    assert!(
+        expired
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["state"] == "expired")
+    );
+    assert_eq!(idem_json(target, &["purge"])["purged"], 1);
+    let purged = idem_json(target, &["stats"]);
+    assert_eq!(
+        (purged["expired"].as_u64(), purged["total"].as_u64()),
+        (Some(0), Some(4))
+    );
+    let (code, out, _) = run(&[target, &["stats"]].concat());
+    assert_eq!(code, 0);
+    assert!(out.contains("total        4"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let url = pg_server::url().await;
+    let schema = pg_server::unique_schema("cli");
+    let store = PostgresStore::builder()
+        .schema(schema.clone())
+        .connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let idem = Idempotency::new(store.clone());
+    let target = ["--postgres", &url, "--schema", &schema];
+    lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
+
+    let old = stuck_claim(&store, "ship", "old").await;
+    let fresh = stuck_claim(&store, "ship", "fresh").await;
+    let db = sqlx::PgPool::connect(&url).await.unwrap();
+    let table = format!("\"{schema}\".idem_records");
+    sqlx::query(&format!(
+        "UPDATE {table} SET created_at = created_at - interval '2 hours' WHERE key = $1"
+    ))
+    .bind(&old.as_bytes()[..])
+    .execute(&db)
+    .await
+    .unwrap();
+    let stuck = idem_json(&target, &["list", "--in-progress", "--older-than", "1h"]);
+    assert_eq!(keys_of(&stuck), [old.to_hex()]);
+    assert_eq!(stuck[0]["site"], "shop::ship");
+    assert!(stuck[0]["age_ms"].as_u64().unwrap() >= 7_200_000);
+    assert!(
+        !keys_of(&idem_json(&target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
+    );
+
+    expire_and_purge(&target, || async {
+        sqlx::query(&format!(
+            "UPDATE {table} SET expires_at = expires_at - interval '1 day' WHERE key = $1"
+        ))
+        .bind(&old.as_bytes()[..])
+        .execute(&db)
+        .await
+        .unwrap();
+    })
+    .await;
+    // A table name the store does not have: a clear store error.
+    let (code, _, err) = run(&[
+        "--postgres",
+        &url,
+        "--schema",
+        &schema,
+        "--table",
+        "nope",
+        "stats",
+    ]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("nope"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis() {
+    let url = redis_server::url().await;
+    let prefix = format!("idem-cli-{:x}:", Token::random().to_u128() as u64);
+    let store = RedisStore::builder()
+        .prefix(&prefix)
+        .connect(&url)
+        .await
+        .unwrap();
+    let idem = Idempotency::new(store.clone());
+    let target = ["--redis", &url, "--prefix", &prefix];
+    lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
+
+    // Redis keeps no claim time: asking for old claims is refused clearly.
+    let claim = stuck_claim(&store, "ship", "claim").await;
+    let (code, _, err) = run(&[
+        &target[..],
+        &["list", "--in-progress", "--older-than", "1h"],
+    ]
+    .concat());
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("no claim time"), "{err}");
+    assert_eq!(
+        keys_of(&idem_json(&target, &["list", "--in-progress"])),
+        [claim.to_hex()]
+    );
+    let stats = idem_json(&target, &["stats"]);
+    assert_eq!(
+        (stats["in_progress"].as_u64(), stats["completed"].as_u64()),
+        (Some(1), Some(3)),
+        "{stats}"
+    );
+    // Redis expires records itself: nothing to purge.
+    assert_eq!(idem_json(&target, &["purge"])["purged"], 0);
+}
+
+/// A SQLite file written by the previous release (schema version 1, no
+/// site nor creation time) is upgraded on open; its records stay
+/// readable and list without site or age, new ones with both.
+#[tokio::test]
+async fn a_sqlite_file_of_the_previous_release_is_upgraded() {
+    let path = temp_db("sqlite-v1");
+    let path_arg = path.to_str().unwrap();
+    let url = format!("sqlite://{path_arg}?mode=rwc");
+    let db = sqlx::SqlitePool::connect(&url).await.unwrap();
+    // The schema and a claim as release 1 wrote them.
+    sqlx::raw_sql(
+        "CREATE TABLE idem_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);
+         CREATE TABLE idem_records (key BLOB PRIMARY KEY, token BLOB NOT NULL, fingerprint BLOB NOT NULL,
+             record BLOB, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+         CREATE INDEX idem_records_expires_at ON idem_records (expires_at);
+         INSERT INTO idem_migrations VALUES (1, 0);",
+    )
+    .execute(&db)
+    .await
+    .unwrap();
+    let old = RecordKey::new("ship", "v1");
+    sqlx::query("INSERT INTO idem_records VALUES (?1, ?2, ?3, NULL, 253402300799000)")
+        .bind(&old.as_bytes()[..])
+        .bind(&Token::random().to_bytes()[..])
+        .bind(&[0u8; 32][..])
+        .execute(&db)
+        .await
+        .unwrap();
+    db.close().await;
+
+    let store = SqliteStore::open(&path).await.unwrap();
+    let new = stuck_claim(&store, "ship", "v2").await;
+    let claims = idem_json(&["--sqlite", path_arg], &["list", "--in-progress"]);
+    assert_eq!(
+        keys_of(&claims),
+        [old.to_hex(), new.to_hex()],
+        "oldest (unknown age) first"
+    );
+    assert_eq!(claims[0]["site"], Value::Null);
+    assert_eq!(claims[0]["age_ms"], Value::Null);
+    assert_eq!(claims[1]["site"], "shop::ship");
+    // Opening again runs no step twice.
+    SqliteStore::open(&path).await.unwrap();
+}
+
+/// A PostgreSQL table of the previous release (version 1) is upgraded by
+/// `migrate`, and the previous release's claim function still works on
+/// it (replicas not yet redeployed).
+#[tokio::test]
+async fn a_postgres_table_of_the_previous_release_is_upgraded() {
+    let url = pg_server::url().await;
+    let schema = pg_server::unique_schema("cli_v1");
+    let store = PostgresStore::builder()
+        .schema(schema.clone())
+        .connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    // Back to version 1: what release 1's `migrate` left.
+    let db = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::raw_sql(&format!(
+        "DROP FUNCTION \"{schema}\".idem_records_claim(bytea, bytea, bytea, bigint, text);
+         ALTER TABLE \"{schema}\".idem_records DROP COLUMN site, DROP COLUMN created_at;
+         DELETE FROM \"{schema}\".idem_records_migrations WHERE version = 2;"
+    ))
+    .execute(&db)
+    .await
+    .unwrap();
+    let old_claim = |key: RecordKey| {
+        let db = db.clone();
+        let text = format!(
+            "SELECT o_outcome FROM \"{schema}\".idem_records_claim($1, $2, $3, 3600000000)"
+        );
+        async move {
+            let outcome: i32 = sqlx::query_scalar(&text)
+                .bind(&key.as_bytes()[..])
+                .bind(&Token::random().to_bytes()[..])
+                .bind(&[0u8; 32][..])
+                .fetch_one(&db)
+                .await
+                .unwrap();
+            outcome
+        }
+    };
+    let old = RecordKey::new("ship", "v1");
+    assert_eq!(old_claim(old).await, 0, "won on version 1");
+
+    store.migrate().await.unwrap();
+    let during = RecordKey::new("ship", "rolling");
+    assert_eq!(
+        old_claim(during).await,
+        0,
+        "release 1's function still claims"
+    );
+    let new = stuck_claim(&store, "ship", "v2").await;
+    let target = ["--postgres", &url, "--schema", &schema];
+    let claims = idem_json(&target, &["list", "--in-progress"]);
+    let keys = keys_of(&claims);
+    assert_eq!(keys.len(), 3, "{claims}");
+    assert!(keys.contains(&old.to_hex()) && keys.contains(&during.to_hex()));
+    assert_eq!(keys[2], new.to_hex(), "known age last: {claims}");
+    assert_eq!(claims[2]["site"], "shop::ship");
+    assert_eq!(claims[0]["age_ms"], Value::Null);
+}

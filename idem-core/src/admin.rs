@@ -1,0 +1,163 @@
+//! Operating records: listing, inspecting, purging and counting them, for
+//! the `idem` CLI and for operators' own tools. A store that keeps enough
+//! per record (state, creation time, the call site's name) implements
+//! [`Admin`]; forgetting one key is [`Store::forget`].
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::record::{self, Outcome};
+use crate::{CodecError, Fingerprint, RecordKey, Store, StoreError};
+
+/// Where a record stands, by the store's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordState {
+    /// A claim whose body is running (or whose holder died and whose
+    /// lease has not run out yet).
+    InProgress,
+    /// A stored result, replayed to duplicates.
+    Completed,
+    /// Past its lease or TTL: ignored by every call, kept until purged.
+    Expired,
+}
+
+impl RecordState {
+    /// `in_progress`, `completed` or `expired`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RecordState::InProgress => "in_progress",
+            RecordState::Completed => "completed",
+            RecordState::Expired => "expired",
+        }
+    }
+}
+
+/// One record as a store keeps it: never the raw key, which is not stored.
+#[derive(Debug, Clone)]
+pub struct RecordInfo {
+    /// The hashed key.
+    pub key: RecordKey,
+    /// The call site's static name ([`Claim::site`](crate::Claim::site));
+    /// `None` for a record written before the store kept it.
+    pub site: Option<String>,
+    /// In progress, completed or expired.
+    pub state: RecordState,
+    /// Since the claim was won, by the store's clock; `None` if the store
+    /// did not record it (records older than the column).
+    pub age: Option<Duration>,
+    /// Until the lease (in progress) or TTL (completed) runs out; `None`
+    /// once expired.
+    pub expires_in: Option<Duration>,
+    /// The payload fingerprint the record was claimed with.
+    pub fingerprint: Fingerprint,
+    /// The stored record's size in bytes (0 while in progress).
+    pub size: usize,
+    /// The stored record, when asked for ([`Admin::inspect`]); decode it
+    /// with [`decode_record_json`].
+    pub record: Option<Bytes>,
+}
+
+/// Which records [`Admin::list`] returns.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Only live in-progress claims.
+    pub in_progress: bool,
+    /// Only records claimed at least this long ago.
+    pub older_than: Option<Duration>,
+    /// At most this many, oldest first (`None`: all).
+    pub limit: Option<usize>,
+}
+
+/// Counts of a store's records by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Live in-progress claims.
+    pub in_progress: u64,
+    /// Live completed records.
+    pub completed: u64,
+    /// Expired records not yet purged.
+    pub expired: u64,
+    /// Bytes of stored records (completed and expired).
+    pub bytes: u64,
+}
+
+/// What an operator does to a store's records as a whole. Implemented by
+/// `SqliteStore`, `PostgresStore` and `RedisStore`.
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+/// use idem::admin::{Admin, ListFilter};
+/// let store = idem::SqliteStore::open("idem.db").await?;
+/// let stuck = ListFilter {
+///     in_progress: true,
+///     older_than: Some(std::time::Duration::from_secs(600)),
+///     ..ListFilter::default()
+/// };
+/// for record in store.list(&stuck).await? {
+///     println!("{} {:?} {:?}", record.key.to_hex(), record.site, record.age);
+/// }
+/// # Ok(()) }
+/// ```
+#[async_trait::async_trait]
+pub trait Admin: Store {
+    /// Records matching `filter`, oldest first.
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<RecordInfo>, StoreError>;
+
+    /// The record under `key`, with its bytes, or `None`.
+    async fn inspect(&self, key: &RecordKey) -> Result<Option<RecordInfo>, StoreError>;
+
+    /// Deletes expired records; returns how many.
+    async fn purge(&self) -> Result<u64, StoreError>;
+
+    /// Counts records by state.
+    async fn stats(&self) -> Result<Stats, StoreError>;
+}
+
+/// A stored record's parts, its value decoded as JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordParts {
+    /// `ok` (the function's value), `err` (a stored error) or `not_stored`
+    /// (the body ran; its result could not be stored).
+    pub outcome: &'static str,
+    /// The value's version (0 unless the function sets one).
+    pub version: u32,
+    /// The name of the type stored, as written (for people, not checks).
+    pub type_name: String,
+    /// The value; for `not_stored`, the reason as a string.
+    pub value: serde_json::Value,
+}
+
+/// Decodes a stored record without knowing its type, for inspection.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use idem::admin::{Admin, decode_record_json};
+/// # let dir = std::env::temp_dir().join(format!("idem-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let store = idem::SqliteStore::open(dir.join("inspect.db")).await.unwrap();
+/// let idem = idem::Idempotency::new(store.clone());
+/// let _: Result<(u32, String), idem::Error> =
+///     idem.call("orders", "o-1").run(|| async { Ok((7, "ok".to_owned())) }).await;
+/// let info = store.inspect(&idem::RecordKey::new("orders", "o-1")).await.unwrap().unwrap();
+/// let parts = decode_record_json(&info.record.unwrap()).unwrap();
+/// assert_eq!(parts.value, serde_json::json!([7, "ok"]));
+/// # }
+/// ```
+pub fn decode_record_json(bytes: &[u8]) -> Result<RecordParts, CodecError> {
+    let parsed = record::parse(bytes)?;
+    let (outcome, value) = match parsed.outcome {
+        Outcome::Ok => ("ok", parsed.decode()?),
+        Outcome::Err => ("err", parsed.decode()?),
+        Outcome::NotStored => (
+            "not_stored",
+            serde_json::Value::String(parsed.not_stored().to_string()),
+        ),
+    };
+    Ok(RecordParts {
+        outcome,
+        version: parsed.version,
+        type_name: parsed.type_name.to_owned(),
+        value,
+    })
+}

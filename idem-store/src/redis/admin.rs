@@ -1,0 +1,211 @@
+//! [`Admin`] for [`RedisStore`]: records found by `SCAN` over the store's
+//! prefix (on one server or behind Sentinel; a cluster is refused, its
+//! keyspace being split over several primaries).
+//!
+//! Redis keeps no creation time nor call site in a record (a claim is one
+//! native `SET`): a completed record's age is the time since completion
+//! (its stored TTL less what is left, by Redis's clock); an in-progress
+//! claim's age is unknown, so `older_than` cannot select claims here.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use idem_core::admin::{Admin, ListFilter, RecordInfo, RecordState, Stats};
+use idem_core::{RecordKey, StoreError, async_trait};
+use redis::{FromRedisValue, Value};
+
+use super::{Conn, RECORD_AT, RedisStore, corrupt, fingerprint_at, remaining, ttl_at};
+
+/// The length of an in-progress value: `P`, token, fingerprint.
+const CLAIM_LEN: usize = 1 + 16 + 32;
+
+/// Keys a `SCAN` step asks for.
+const SCAN_COUNT: usize = 500;
+
+impl RedisStore {
+    /// The record keys under the prefix, one `SCAN` step at a time.
+    async fn scan_step(&self, cursor: u64) -> Result<(u64, Vec<Vec<u8>>), StoreError> {
+        if matches!(self.conn, Conn::Cluster(_)) {
+            return Err(StoreError::new(
+                "redis",
+                "listing records is not supported on Redis Cluster (inspect and forget are)",
+            ));
+        }
+        let mut pattern = Vec::with_capacity(self.prefix.len() + 1);
+        for &byte in &self.prefix {
+            if matches!(byte, b'*' | b'?' | b'[' | b']' | b'\\') {
+                pattern.push(b'\\');
+            }
+            pattern.push(byte);
+        }
+        pattern.push(b'*');
+        let mut pipe = redis::pipe();
+        pipe.cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(SCAN_COUNT);
+        let ((next, keys),): ((u64, Vec<Vec<u8>>),) = self.query(&pipe).await?;
+        let width = self.prefix.len() + 32;
+        Ok((
+            next,
+            keys.into_iter().filter(|k| k.len() == width).collect(),
+        ))
+    }
+
+    /// Each key's record, read with its remaining time; `whole` reads the
+    /// record's bytes too, else only its header. A key gone meanwhile is
+    /// left out.
+    async fn read(&self, keys: &[Vec<u8>], whole: bool) -> Result<Vec<RecordInfo>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for key in keys {
+            pipe.cmd("PTTL").arg(key).cmd("STRLEN").arg(key);
+            if whole {
+                pipe.cmd("GET").arg(key);
+            } else {
+                // Enough for a claim's header and a completed record's.
+                pipe.cmd("GETRANGE").arg(key).arg(0).arg(CLAIM_LEN - 1);
+            }
+        }
+        let answers: Vec<Value> = self.query(&pipe).await?;
+        let mut out = Vec::with_capacity(keys.len());
+        for (key, answer) in keys.iter().zip(answers.chunks(3)) {
+            let [pttl, len, head] = answer else {
+                return Err(corrupt("short pipeline answer"));
+            };
+            let pttl: i64 = parse(pttl)?;
+            let len: usize = parse(len)?;
+            let head: Option<Vec<u8>> = parse(head)?;
+            let Some(head) = head.filter(|_| pttl != -2) else {
+                continue;
+            };
+            let hashed: [u8; 32] = key[self.prefix.len()..].try_into().expect("32 bytes");
+            out.push(info(
+                RecordKey::from_bytes(hashed),
+                pttl,
+                len,
+                &head,
+                whole,
+            )?);
+        }
+        Ok(out)
+    }
+
+    /// Every record under the prefix matching `keep`.
+    async fn scan_all(
+        &self,
+        mut keep: impl FnMut(&RecordInfo) -> bool,
+    ) -> Result<Vec<RecordInfo>, StoreError> {
+        let (mut cursor, mut out) = (0, Vec::new());
+        loop {
+            let (next, keys) = self.scan_step(cursor).await?;
+            out.extend(self.read(&keys, false).await?.into_iter().filter(&mut keep));
+            if next == 0 {
+                return Ok(out);
+            }
+            cursor = next;
+        }
+    }
+}
+
+fn parse<T: FromRedisValue>(value: &Value) -> Result<T, StoreError> {
+    T::from_redis_value_ref(value).map_err(|err| StoreError::new("redis", err.to_string()))
+}
+
+fn info(
+    key: RecordKey,
+    pttl: i64,
+    len: usize,
+    value: &[u8],
+    whole: bool,
+) -> Result<RecordInfo, StoreError> {
+    let left = remaining(pttl);
+    let (state, fingerprint, age, size, record) = match value.first() {
+        Some(b'P') => (
+            RecordState::InProgress,
+            fingerprint_at(value, 17)?,
+            None,
+            0,
+            None,
+        ),
+        Some(b'C') => {
+            let ttl = ttl_at(value, 33)?;
+            let record = whole.then(|| Bytes::copy_from_slice(&value[RECORD_AT..]));
+            let age = ttl.checked_sub(left);
+            let size = len.saturating_sub(RECORD_AT);
+            (
+                RecordState::Completed,
+                fingerprint_at(value, 1)?,
+                age,
+                size,
+                record,
+            )
+        }
+        _ => return Err(corrupt("unknown state")),
+    };
+    Ok(RecordInfo {
+        key,
+        site: None,
+        state,
+        age,
+        expires_in: Some(left),
+        fingerprint,
+        size,
+        record,
+    })
+}
+
+#[async_trait]
+impl Admin for RedisStore {
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<RecordInfo>, StoreError> {
+        if filter.in_progress && filter.older_than.is_some() {
+            return Err(StoreError::new(
+                "redis",
+                "Redis keeps no claim time, so in-progress claims cannot be selected by age: list them with --in-progress alone (a stuck claim's body keeps renewing its lease)",
+            ));
+        }
+        let mut records = self
+            .scan_all(|info| {
+                let in_progress = info.state == RecordState::InProgress;
+                let old = match filter.older_than {
+                    None => true,
+                    Some(limit) => info.age.is_some_and(|age| age >= limit),
+                };
+                (!filter.in_progress || in_progress) && old
+            })
+            .await?;
+        // Oldest first; claims (age unknown) before completed records.
+        records.sort_by_key(|info| std::cmp::Reverse(info.age.unwrap_or(Duration::MAX)));
+        if let Some(limit) = filter.limit {
+            records.truncate(limit);
+        }
+        Ok(records)
+    }
+
+    async fn inspect(&self, key: &RecordKey) -> Result<Option<RecordInfo>, StoreError> {
+        let found = self.read(&[self.redis_key(key)], true).await?;
+        Ok(found.into_iter().next())
+    }
+
+    /// Nothing to delete: Redis drops a record when its `PX` runs out.
+    async fn purge(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    async fn stats(&self) -> Result<Stats, StoreError> {
+        let mut stats = Stats::default();
+        for info in self.scan_all(|_| true).await? {
+            match info.state {
+                RecordState::InProgress => stats.in_progress += 1,
+                RecordState::Completed => stats.completed += 1,
+                RecordState::Expired => stats.expired += 1,
+            }
+            stats.bytes += info.size as u64;
+        }
+        Ok(stats)
+    }
+}

@@ -1,0 +1,122 @@
+//! [`Admin`] for [`SqliteStore`]: listing, inspecting, purging and
+//! counting records, for `idem` the CLI.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use idem_core::admin::{Admin, ListFilter, RecordInfo, RecordState, Stats};
+use idem_core::{RecordKey, StoreError, async_trait};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::{SqliteStore, err, fingerprint, now_ms};
+
+/// The columns every answer reads, `?`-free; the record's bytes last.
+macro_rules! columns {
+    () => {
+        concat!(
+            "SELECT key, site, ",
+            now_ms!(),
+            " - created_at, expires_at - ",
+            now_ms!(),
+            ", record IS NULL, coalesce(length(record), 0), fingerprint"
+        )
+    };
+}
+
+const LIST: &str = concat!(
+    columns!(),
+    ", NULL FROM idem_records WHERE (?1 = 0 OR (record IS NULL AND expires_at > ",
+    now_ms!(),
+    ")) AND (?2 IS NULL OR created_at <= ",
+    now_ms!(),
+    " - ?2) ORDER BY coalesce(created_at, 0), key LIMIT ?3"
+);
+
+const INSPECT: &str = concat!(columns!(), ", record FROM idem_records WHERE key = ?1");
+
+const STATS: &str = concat!(
+    "SELECT coalesce(sum(record IS NULL AND expires_at > ",
+    now_ms!(),
+    "), 0), coalesce(sum(record IS NOT NULL AND expires_at > ",
+    now_ms!(),
+    "), 0), coalesce(sum(expires_at <= ",
+    now_ms!(),
+    "), 0), coalesce(sum(length(record)), 0) FROM idem_records"
+);
+
+fn millis(ms: i64) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
+fn info(row: &SqliteRow) -> Result<RecordInfo, StoreError> {
+    let key: Vec<u8> = row.try_get(0).map_err(err)?;
+    let key: [u8; 32] = key
+        .try_into()
+        .map_err(|_| StoreError::new("sqlite", "a stored key is not 32 bytes"))?;
+    let age: Option<i64> = row.try_get(2).map_err(err)?;
+    let left: i64 = row.try_get(3).map_err(err)?;
+    let in_progress: bool = row.try_get(4).map_err(err)?;
+    let size: i64 = row.try_get(5).map_err(err)?;
+    let record: Option<Vec<u8>> = row.try_get(7).map_err(err)?;
+    let state = match (left > 0, in_progress) {
+        (false, _) => RecordState::Expired,
+        (true, true) => RecordState::InProgress,
+        (true, false) => RecordState::Completed,
+    };
+    Ok(RecordInfo {
+        key: RecordKey::from_bytes(key),
+        site: row.try_get(1).map_err(err)?,
+        state,
+        age: age.map(millis),
+        expires_in: (left > 0).then(|| millis(left)),
+        fingerprint: fingerprint(row.try_get(6).map_err(err)?)?,
+        size: size as usize,
+        record: record.map(Bytes::from),
+    })
+}
+
+#[async_trait]
+impl Admin for SqliteStore {
+    async fn list(&self, filter: &ListFilter) -> Result<Vec<RecordInfo>, StoreError> {
+        let older_than = filter.older_than.map(super::millis);
+        let limit = filter.limit.map_or(-1, |n| n.min(i64::MAX as usize) as i64);
+        let rows = sqlx::query(LIST)
+            .bind(filter.in_progress)
+            .bind(older_than)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(err)?;
+        rows.iter().map(info).collect()
+    }
+
+    async fn inspect(&self, key: &RecordKey) -> Result<Option<RecordInfo>, StoreError> {
+        let row = sqlx::query(INSPECT)
+            .bind(&key.as_bytes()[..])
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err)?;
+        row.as_ref().map(info).transpose()
+    }
+
+    async fn purge(&self) -> Result<u64, StoreError> {
+        self.purge_expired().await
+    }
+
+    async fn stats(&self) -> Result<Stats, StoreError> {
+        let row = sqlx::query(STATS)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(err)?;
+        let count = |i: usize| -> Result<u64, StoreError> {
+            Ok(row.try_get::<i64, _>(i).map_err(err)?.max(0) as u64)
+        };
+        Ok(Stats {
+            in_progress: count(0)?,
+            completed: count(1)?,
+            expired: count(2)?,
+            bytes: count(3)?,
+        })
+    }
+}
