@@ -350,7 +350,7 @@ impl<P> Call<P> {
     /// is the store to release on when the call is dropped mid-body. Each
     /// end is counted by outcome and recorded in `span`.
     async fn protocol<S, T, E, F, Fut>(
-        self,
+        mut self,
         store: &S,
         cache: Option<&LocalCache>,
         on_drop: Option<Arc<dyn Store>>,
@@ -365,50 +365,89 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let site = self.site;
-        let done = |outcome: Observed, result| {
-            observed(site, &span, outcome, false);
-            Reported {
-                result,
-                replayed: false,
-            }
-        };
-        if let Some(err) = self.refused {
-            return done(Observed::Invalid, Err(err.into()));
-        }
-        if let Err(err) = self.checked_settings() {
-            return done(Observed::Invalid, Err(err.into()));
+        if let Some(err) = self
+            .refused
+            .take()
+            .or_else(|| self.checked_settings().err())
+        {
+            return self.ended(&span, Observed::Invalid, Err(err.into()));
         }
         if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
             return self.replayed(&hit.fingerprint, &hit.record, &span);
         }
-        let token = Token::random();
         let claim = Claim {
-            token,
+            token: Token::random(),
             fingerprint: self.fingerprint,
             lease: self.effective_lease(),
             site: self.site.name(),
         };
+        let finished = match self
+            .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
+            .await
+        {
+            Ok(finished) => finished,
+            Err(ended) => return ended,
+        };
+        let mut guard = ClaimGuard {
+            store,
+            on_drop,
+            key: self.key,
+            token: claim.token,
+            armed: true,
+            site: self.site,
+        };
+        if !crate::step::steps_match(&finished, &self.fingerprint) {
+            guard.release().await;
+            return self.ended(&span, Observed::Mismatch, Err(self.mismatch().into()));
+        }
+        let result = self.run_body(&guard, &claim, finished, body).await;
+        self.settle(guard, cache, result, &span).await
+    }
+
+    /// Claims the key, waiting (up to `wait`) while another caller holds
+    /// it. `Ok` with the steps an earlier attempt finished when the claim
+    /// is won; `Err` with the call's answer otherwise (a replay, a
+    /// mismatch, in progress, a store failure).
+    async fn claim_key<S, T, E>(
+        // `&mut`: a `&Call` held across an await would need `P: Sync`.
+        &mut self,
+        store: &S,
+        cache: Option<&LocalCache>,
+        on_drop: Option<&Arc<dyn Store>>,
+        claim: &Claim,
+        span: &tracing::Span,
+    ) -> Result<Vec<(StepId, bytes::Bytes)>, Reported<Result<T, E>>>
+    where
+        S: Store + ?Sized,
+        T: DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+    {
+        let site = self.site;
         let started = Instant::now();
         let mut backoff = FIRST_BACKOFF;
-        let finished = loop {
+        loop {
             let sent = Instant::now();
-            let answer = store.claim(&self.key, &claim).await;
+            let answer = store.claim(&self.key, claim).await;
             site.store_step(Step::Claim, sent.elapsed());
-            match answer {
+            let (fingerprint, retry_after) = match answer {
                 Err(err) => {
                     tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");
-                    if let Some(owned) = &on_drop {
-                        renewal::release_if_applied(owned, self.key, token, claim.lease);
+                    if let Some(owned) = on_drop {
+                        renewal::release_if_applied(owned, self.key, claim.token, claim.lease);
                     }
-                    return done(Observed::StoreError, Err(Error::Store(err).into()));
+                    return Err(self.ended(
+                        span,
+                        Observed::StoreError,
+                        Err(Error::Store(err).into()),
+                    ));
                 }
                 Ok(ClaimOutcome::Won { took_over, steps }) => {
                     tracing::debug!(scope = %self.scope, key = %self.key.short(), took_over, steps = steps.len(), "idem: claimed");
                     if took_over {
                         site.takeover();
                     }
-                    break steps;
+                    return Ok(steps);
                 }
                 Ok(ClaimOutcome::Completed {
                     fingerprint,
@@ -418,85 +457,95 @@ impl<P> Call<P> {
                     if let Some(cache) = cache {
                         cache.put(self.key, fingerprint, record.clone(), sent + expires_in);
                     }
-                    return self.replayed(&fingerprint, &record, &span);
+                    return Err(self.replayed(&fingerprint, &record, span));
                 }
                 Ok(ClaimOutcome::InProgress {
                     fingerprint,
                     retry_after,
-                }) => {
-                    if !self.fingerprint.matches(&fingerprint) {
-                        return done(Observed::Mismatch, Err(self.mismatch().into()));
-                    }
-                    let waited = started.elapsed();
-                    if waited >= self.wait {
-                        tracing::debug!(scope = %self.scope, key = %self.key.short(), ?retry_after, "idem: in progress elsewhere");
-                        return done(
-                            Observed::InProgress,
-                            Err(Error::InProgress {
-                                scope: self.scope,
-                                key: self.key.short(),
-                                retry_after,
-                            }
-                            .into()),
-                        );
-                    }
-                    if backoff == FIRST_BACKOFF {
-                        site.wait();
-                    }
-                    tokio::time::sleep(backoff.min(self.wait - waited)).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                }
+                }) => (fingerprint, retry_after),
+            };
+            if !self.fingerprint.matches(&fingerprint) {
+                return Err(self.ended(span, Observed::Mismatch, Err(self.mismatch().into())));
             }
-        };
-
-        let mut guard = ClaimGuard {
-            store,
-            on_drop,
-            key: self.key,
-            token,
-            armed: true,
-            site,
-        };
-        if !crate::step::steps_match(&finished, &self.fingerprint) {
-            guard.release().await;
-            return done(Observed::Mismatch, Err(self.mismatch().into()));
+            let waited = started.elapsed();
+            if waited >= self.wait {
+                tracing::debug!(scope = %self.scope, key = %self.key.short(), ?retry_after, "idem: in progress elsewhere");
+                let err = Error::InProgress {
+                    scope: self.scope.clone(),
+                    key: self.key.short(),
+                    retry_after,
+                };
+                return Err(self.ended(span, Observed::InProgress, Err(err.into())));
+            }
+            if backoff == FIRST_BACKOFF {
+                site.wait();
+            }
+            tokio::time::sleep(backoff.min(self.wait - waited)).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
+    }
+
+    /// Runs the body with the call's context (`child_key`, steps) while
+    /// the lease is renewed.
+    async fn run_body<S, T, E, F, Fut>(
+        // `&mut`: a `&Call` held across an await would need `P: Sync`.
+        &mut self,
+        guard: &ClaimGuard<'_, S>,
+        claim: &Claim,
+        finished: Vec<(StepId, bytes::Bytes)>,
+        body: F,
+    ) -> Result<T, E>
+    where
+        S: Store + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
         // One copy of the scope for the renewer and the steps, made only
         // for a store the handle owns.
         let shared: Option<Arc<str>> = guard.on_drop.as_ref().map(|_| self.scope.as_str().into());
-        let running = self.running(&guard, token, finished, shared.clone());
+        let running = self.running(guard, claim.token, finished, shared.clone());
         let body = crate::context::scoped(running, body());
-        let result = match shared {
+        match shared {
             // A store the handle owns is renewed from a task of its own, so
             // a body that blocks its thread still keeps its lease.
             Some(scope) => {
                 let inner = &self.idem.inner;
                 let _renewed = inner
                     .renewer
-                    .register(inner, self.key, token, claim.lease, scope, site)
+                    .register(inner, self.key, claim.token, claim.lease, scope, self.site)
                     .await;
                 body.await
             }
             None => {
-                renewal::in_task(
-                    store,
-                    &self.key,
-                    token,
-                    claim.lease,
-                    &self.scope,
-                    site,
-                    body,
-                )
-                .await
+                let (store, key, token) = (guard.store, &self.key, claim.token);
+                renewal::in_task(store, key, token, claim.lease, &self.scope, self.site, body).await
             }
-        };
+        }
+    }
+
+    /// Settles the key after the body ran: completes it with the result's
+    /// record (or a not-stored marker), or releases it for a released
+    /// error.
+    async fn settle<S, T, E>(
+        self,
+        mut guard: ClaimGuard<'_, S>,
+        cache: Option<&LocalCache>,
+        result: Result<T, E>,
+        span: &tracing::Span,
+    ) -> Reported<Result<T, E>>
+    where
+        S: Store + ?Sized,
+        T: Serialize,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+    {
         let limit = self.idem.inner.max_record_bytes;
         let record = match &result {
             Ok(value) => record::encode(Outcome::Ok, value, limit),
             Err(err) if self.policy.stores(err) => self.policy.encode(err, limit),
             Err(_) => {
                 guard.release().await;
-                return done(Observed::Ran, result);
+                return self.ended(span, Observed::Ran, result);
             }
         };
         // The body ran: an unstorable result still settles the key, or a
@@ -516,32 +565,46 @@ impl<P> Call<P> {
         // body a second time at once.
         guard.armed = false;
         let sent = Instant::now();
-        let answer = store.complete(&self.key, token, &record, self.ttl).await;
-        site.store_step(Step::Complete, sent.elapsed());
+        let answer = guard
+            .store
+            .complete(&self.key, guard.token, &record, self.ttl)
+            .await;
+        self.site.store_step(Step::Complete, sent.elapsed());
         match answer {
             Ok(Fence::Held) => {
                 if let Some(cache) = cache {
                     cache.put(self.key, self.fingerprint, record.into(), sent + self.ttl);
                 }
-                done(Observed::Ran, result)
+                self.ended(span, Observed::Ran, result)
             }
             Ok(lost) => {
                 let taken_over = lost == Fence::Lost;
                 tracing::warn!(scope = %self.scope, key = %self.key.short(), taken_over, "idem: lease lost; result not stored");
-                done(
-                    Observed::LeaseLost,
-                    Err(Error::LeaseLost {
-                        scope: self.scope,
-                        key: self.key.short(),
-                        taken_over,
-                    }
-                    .into()),
-                )
+                let err = Error::LeaseLost {
+                    key: self.key.short(),
+                    taken_over,
+                    scope: self.scope.clone(),
+                };
+                self.ended(span, Observed::LeaseLost, Err(err.into()))
             }
             Err(err) => {
                 tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: completion failed; the claim stays until its lease ends");
-                done(Observed::StoreError, Err(Error::Store(err).into()))
+                self.ended(span, Observed::StoreError, Err(Error::Store(err).into()))
             }
+        }
+    }
+
+    /// The call's answer when it did not replay, counted and recorded.
+    fn ended<T, E>(
+        &self,
+        span: &tracing::Span,
+        outcome: Observed,
+        result: Result<T, E>,
+    ) -> Reported<Result<T, E>> {
+        observed(self.site, span, outcome, false);
+        Reported {
+            result,
+            replayed: false,
         }
     }
 
