@@ -461,7 +461,9 @@ async fn a_postgres_table_of_the_previous_release_is_upgraded() {
     sqlx::raw_sql(&format!(
         "DROP FUNCTION \"{schema}\".idem_records_claim(bytea, bytea, bytea, bigint, text);
          ALTER TABLE \"{schema}\".idem_records DROP COLUMN site, DROP COLUMN created_at;
-         DELETE FROM \"{schema}\".idem_records_migrations WHERE version = 2;"
+         DROP FUNCTION \"{schema}\".idem_records_steps_of(bytea);
+         DROP TABLE \"{schema}\".idem_records_steps;
+         DELETE FROM \"{schema}\".idem_records_migrations WHERE version > 1;"
     ))
     .execute(&db)
     .await
