@@ -636,12 +636,32 @@ fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<ClaimOutcome, StoreError>
             expires_in: left.min(ttl_at(&held, 33)?),
             record: held.slice(RECORD_AT..),
         }),
-        Some(b'P') if held.len() == 49 => Ok(ClaimOutcome::InProgress {
+        Some(b'P') if held.len() >= CLAIM_AT => Ok(ClaimOutcome::InProgress {
             fingerprint: fingerprint_at(&held, 17)?,
             retry_after: left,
         }),
         _ => Err(corrupt("unknown state")),
     }
+}
+
+/// Where a claim's listing fields start: `P`, token, fingerprint.
+const CLAIM_AT: usize = 1 + 16 + 32;
+
+/// An in-progress value: `P`, token, fingerprint, then for listing only
+/// (`idem list`; the fenced steps read the first 49 bytes) the claim's
+/// time in Unix milliseconds by the claimer's clock and the call site's
+/// name. Expiry never reads that time: it is Redis's `PX`.
+fn claim_value(claim: &Claim) -> Vec<u8> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64);
+    let mut value = Vec::with_capacity(CLAIM_AT + 8 + claim.site.len());
+    value.push(b'P');
+    value.extend_from_slice(&claim.token.to_bytes());
+    value.extend_from_slice(claim.fingerprint.as_bytes());
+    value.extend_from_slice(&now.to_be_bytes());
+    value.extend_from_slice(claim.site.as_bytes());
+    value
 }
 
 /// The fields of a call's steps hash.
@@ -671,10 +691,7 @@ impl Store for RedisStore {
             self.check_eviction().await?;
             self.recheck.store(false, Ordering::Relaxed);
         }
-        let mut value = [0u8; 49];
-        value[0] = b'P';
-        value[1..17].copy_from_slice(&claim.token.to_bytes());
-        value[17..].copy_from_slice(claim.fingerprint.as_bytes());
+        let value = claim_value(claim);
         // `SET … NX GET` claims a free key, or leaves a held one as it is
         // and answers its value: atomic, and native, which costs Redis a
         // fraction of a script (and MULTI/EXEC around it costs more than

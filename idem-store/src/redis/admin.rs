@@ -2,10 +2,11 @@
 //! prefix (on one server or behind Sentinel; a cluster is refused, its
 //! keyspace being split over several primaries).
 //!
-//! Redis keeps no creation time nor call site in a record (a claim is one
-//! native `SET`): a completed record's age is the time since completion
-//! (its stored TTL less what is left, by Redis's clock); an in-progress
-//! claim's age is unknown, so `older_than` cannot select claims here.
+//! A claim keeps its time (by the claimer's clock: the claim is one native
+//! `SET`, which cannot ask Redis's) and its call site after the fenced
+//! fields; a completed record's age is the time since completion (its
+//! stored TTL less what is left, by Redis's clock). A claim written by a
+//! release before this one lists with no age or site.
 
 use std::time::Duration;
 
@@ -14,10 +15,11 @@ use idem_core::admin::{Admin, ListFilter, RecordInfo, RecordState, Stats};
 use idem_core::{RecordKey, StoreError, async_trait};
 use redis::{FromRedisValue, Value};
 
-use super::{Conn, RECORD_AT, RedisStore, corrupt, fingerprint_at, remaining, ttl_at};
+use super::{CLAIM_AT, Conn, RECORD_AT, RedisStore, corrupt, fingerprint_at, remaining, ttl_at};
 
-/// The length of an in-progress value: `P`, token, fingerprint.
-const CLAIM_LEN: usize = 1 + 16 + 32;
+/// How much of a value a listing reads: a claim's fenced fields, its time
+/// and a call site's name (longer names are cut).
+const HEAD_LEN: usize = CLAIM_AT + 8 + 256;
 
 /// Keys a `SCAN` step asks for.
 const SCAN_COUNT: usize = 500;
@@ -68,7 +70,7 @@ impl RedisStore {
                 pipe.cmd("GET").arg(key);
             } else {
                 // Enough for a claim's header and a completed record's.
-                pipe.cmd("GETRANGE").arg(key).arg(0).arg(CLAIM_LEN - 1);
+                pipe.cmd("GETRANGE").arg(key).arg(0).arg(HEAD_LEN - 1);
             }
         }
         let answers: Vec<Value> = self.query(&pipe).await?;
@@ -128,7 +130,7 @@ fn info(
         Some(b'P') => (
             RecordState::InProgress,
             fingerprint_at(value, 17)?,
-            None,
+            claim_age(value),
             0,
             None,
         ),
@@ -147,9 +149,16 @@ fn info(
         }
         _ => return Err(corrupt("unknown state")),
     };
+    let site = match value.first() {
+        Some(b'P') => value
+            .get(CLAIM_AT + 8..)
+            .filter(|site| !site.is_empty())
+            .map(|site| String::from_utf8_lossy(site).into_owned()),
+        _ => None,
+    };
     Ok(RecordInfo {
         key,
-        site: None,
+        site,
         state,
         age,
         expires_in: Some(left),
@@ -159,15 +168,20 @@ fn info(
     })
 }
 
+/// Since a claim was won, by the claimer's clock; `None` for a claim of a
+/// release that did not keep its time.
+fn claim_age(value: &[u8]) -> Option<Duration> {
+    let at = value.get(CLAIM_AT..CLAIM_AT + 8)?;
+    let at = Duration::from_millis(u64::from_be_bytes(at.try_into().ok()?));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(now.saturating_sub(at))
+}
+
 #[async_trait]
 impl Admin for RedisStore {
     async fn list(&self, filter: &ListFilter) -> Result<Vec<RecordInfo>, StoreError> {
-        if filter.in_progress && filter.older_than.is_some() {
-            return Err(StoreError::new(
-                "redis",
-                "Redis keeps no claim time, so in-progress claims cannot be selected by age: list them with --in-progress alone (a stuck claim's body keeps renewing its lease)",
-            ));
-        }
         let mut records = self
             .scan_all(|info| {
                 let in_progress = info.state == RecordState::InProgress;
