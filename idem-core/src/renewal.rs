@@ -185,18 +185,7 @@ fn third(lease: Duration) -> Duration {
 
 async fn renew_once<S: Store + ?Sized>(store: &S, claim: &Due) {
     let (key, scope) = (&claim.key, &*claim.scope);
-    let sent = Instant::now();
-    let answer = store.renew(key, claim.token, claim.lease).await;
-    claim.site.store_step(Step::Renew, sent.elapsed());
-    match answer {
-        Ok(Fence::Held) => claim.site.renewal(),
-        Ok(lost) => {
-            tracing::warn!(scope, key = %key.short(), lost = lost_how(lost), "idem: lease lost while the body runs")
-        }
-        Err(err) => {
-            tracing::warn!(scope, key = %key.short(), error = %err, "idem: lease renewal failed; retrying")
-        }
-    }
+    renew_step(store, key, claim.token, claim.lease, scope, claim.site).await;
 }
 
 /// Renews the lease every third of its length until it is lost.
@@ -211,18 +200,37 @@ async fn renew_every_third<S: Store + ?Sized>(
     let every = (lease / 3).max(Duration::from_millis(1));
     loop {
         tokio::time::sleep(every).await;
-        let sent = Instant::now();
-        let answer = store.renew(key, token, lease).await;
-        site.store_step(Step::Renew, sent.elapsed());
-        match answer {
-            Ok(Fence::Held) => site.renewal(),
-            Ok(lost) => {
-                tracing::warn!(scope, key = %key.short(), lost = lost_how(lost), "idem: lease lost while the body runs");
-                return;
-            }
-            Err(err) => {
-                tracing::warn!(scope, key = %key.short(), error = %err, "idem: lease renewal failed; retrying");
-            }
+        if !renew_step(store, key, token, lease, scope, site).await {
+            return;
+        }
+    }
+}
+
+/// One renewal, timed, counted and logged; `false` once the claim is lost
+/// (a failed renewal is retried at the next turn).
+async fn renew_step<S: Store + ?Sized>(
+    store: &S,
+    key: &RecordKey,
+    token: Token,
+    lease: Duration,
+    scope: &str,
+    site: &CallSite,
+) -> bool {
+    let sent = Instant::now();
+    let answer = store.renew(key, token, lease).await;
+    site.store_step(Step::Renew, sent.elapsed());
+    match answer {
+        Ok(Fence::Held) => {
+            site.renewal();
+            true
+        }
+        Ok(lost) => {
+            tracing::warn!(scope, key = %key.short(), lost = lost_how(lost), "idem: lease lost while the body runs");
+            false
+        }
+        Err(err) => {
+            tracing::warn!(scope, key = %key.short(), error = %err, "idem: lease renewal failed; retrying");
+            true
         }
     }
 }

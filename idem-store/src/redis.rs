@@ -652,9 +652,7 @@ const CLAIM_AT: usize = 1 + 16 + 32;
 /// time in Unix milliseconds by the claimer's clock and the call site's
 /// name. Expiry never reads that time: it is Redis's `PX`.
 fn claim_value(claim: &Claim) -> Vec<u8> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as u64);
+    let now = unix_now().as_millis() as u64;
     let mut value = Vec::with_capacity(CLAIM_AT + 8 + claim.site.len());
     value.push(b'P');
     value.extend_from_slice(&claim.token.to_bytes());
@@ -662,6 +660,14 @@ fn claim_value(claim: &Claim) -> Vec<u8> {
     value.extend_from_slice(&now.to_be_bytes());
     value.extend_from_slice(claim.site.as_bytes());
     value
+}
+
+/// The wall-clock time since the Unix epoch (zero before it), for a
+/// claim's listing time only.
+fn unix_now() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
 }
 
 /// The fields of a call's steps hash.

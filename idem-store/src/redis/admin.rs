@@ -15,7 +15,9 @@ use idem_core::admin::{Admin, ListFilter, RecordInfo, RecordState, Stats};
 use idem_core::{RecordKey, StoreError, async_trait};
 use redis::{FromRedisValue, Value};
 
-use super::{CLAIM_AT, Conn, RECORD_AT, RedisStore, corrupt, fingerprint_at, remaining, ttl_at};
+use super::{
+    CLAIM_AT, Conn, RECORD_AT, RedisStore, corrupt, fingerprint_at, remaining, ttl_at, unix_now,
+};
 
 /// How much of a value a listing reads: a claim's fenced fields, its time
 /// and a call site's name (longer names are cut).
@@ -173,10 +175,7 @@ fn info(
 fn claim_age(value: &[u8]) -> Option<Duration> {
     let at = value.get(CLAIM_AT..CLAIM_AT + 8)?;
     let at = Duration::from_millis(u64::from_be_bytes(at.try_into().ok()?));
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?;
-    Some(now.saturating_sub(at))
+    Some(unix_now().saturating_sub(at))
 }
 
 #[async_trait]
