@@ -41,9 +41,15 @@
 //! - [`step`]: recovery points inside a body of several effects, so a
 //!   retried call resumes after its last finished step.
 //! - The stores, one feature each: [`MemoryStore`] (`memory`, default),
-//!   `RedisStore` (`redis`), `PostgresStore` and [`postgres`]'s
-//!   transactional mode (`postgres`), `SqliteStore` (`sqlite`); your own
-//!   through the [`Store`] trait.
+//!   `RedisStore` (`redis`), `PostgresStore` and its transactional mode
+//!   (`postgres`), `SqliteStore` (`sqlite`). Each backend's module
+//!   ([`memory`], `redis`, `postgres`, `sqlite`) holds its store and what
+//!   else it needs (a builder, defaults, the transaction types).
+//! - Your own store: the [`Store`] trait, the items of [`store`] it speaks
+//!   (claims, outcomes, fencing tokens), and the `idem-conformance` crate,
+//!   whose suite every store must pass.
+//! - [`key`] and [`fingerprint`]: how scopes, keys and payloads are hashed,
+//!   for a [`KeyPart`] of your own.
 //! - [`http`] (`axum`): a tower layer for whole HTTP endpoints, and an
 //!   extractor; [`queue`]: what a queue consumer tells its broker.
 //!
@@ -68,25 +74,38 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use idem_core::{
-    Call, CallSite, Claim, ClaimOutcome, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES,
-    DEFAULT_TTL, Digester, Error, ErrorPolicy, Fence, Fingerprint, FingerprintError, Idempotency,
-    IdempotencyBuilder, KeyHasher, KeyPart, RecordKey, ReleaseErrors, Reported, ShortKey, Store,
-    StoreError, StoreErrorsIf, Token, async_trait, call_site, child_key, install, installed, queue,
-    replay_errors, store_errors_if,
+    Call, CallSite, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL, Error,
+    ErrorPolicy, Idempotency, IdempotencyBuilder, KeyPart, ReleaseErrors, Reported, Store,
+    StoreError, StoreErrorsIf, call_site, child_key, install, installed, replay_errors, step,
+    store_errors_if,
 };
-pub use idem_core::{StepId, step};
 pub use idem_macros::idempotent;
+
+pub use idem_core::{fingerprint, key, queue, store};
 
 /// Operating records: list, inspect, purge, count (what `idem` the CLI uses).
 pub use idem_core::admin;
 
+// Each backend is a module with its store and whatever else it needs; the
+// store type is also at the root, where applications name it.
+
 #[cfg(feature = "memory")]
 #[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
+pub use idem_store::memory;
+
+#[cfg(feature = "memory")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
+#[doc(no_inline)]
 pub use idem_store::MemoryStore;
 
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use idem_store::{RedisStore, RedisStoreBuilder};
+pub use idem_store::redis;
+
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+#[doc(no_inline)]
+pub use idem_store::RedisStore;
 
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
@@ -95,10 +114,15 @@ pub use idem_store::postgres;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 #[doc(no_inline)]
-pub use idem_store::postgres::PostgresStore;
+pub use idem_store::PostgresStore;
 
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use idem_store::sqlite;
+
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+#[doc(no_inline)]
 pub use idem_store::SqliteStore;
 
 #[cfg(feature = "axum")]

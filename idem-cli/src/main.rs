@@ -14,8 +14,8 @@ use std::fmt::Display;
 use std::process::ExitCode;
 
 use clap::Parser;
-use idem::RecordKey;
 use idem::admin::{Admin, ListFilter};
+use idem::key::RecordKey;
 use serde_json::json;
 
 use args::{Cli, Command, Which};

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use idem::{
-    Claim, ClaimOutcome, Error, Fingerprint, Idempotency, PostgresStore, RecordKey, RedisStore,
-    SqliteStore, Store, Token,
-};
+use idem::fingerprint::Fingerprint;
+use idem::key::RecordKey;
+use idem::store::{Claim, ClaimOutcome, Token};
+use idem::{Error, Idempotency, PostgresStore, RedisStore, SqliteStore, Store};
 use serde_json::{Value, json};
 
 /// Runs `idem` with `args`; its exit code, stdout and stderr.

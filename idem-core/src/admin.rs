@@ -139,7 +139,7 @@ pub struct RecordParts {
 /// let idem = idem::Idempotency::new(store.clone());
 /// let _: Result<(u32, String), idem::Error> =
 ///     idem.call("orders", "o-1").run(|| async { Ok((7, "ok".to_owned())) }).await;
-/// let info = store.inspect(&idem::RecordKey::new("orders", "o-1")).await.unwrap().unwrap();
+/// let info = store.inspect(&idem::key::RecordKey::new("orders", "o-1")).await.unwrap().unwrap();
 /// let parts = decode_record_json(&info.record.unwrap()).unwrap();
 /// assert_eq!(parts.value, serde_json::json!([7, "ok"]));
 /// # }

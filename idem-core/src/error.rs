@@ -7,7 +7,9 @@ use crate::ShortKey;
 /// Why an idempotent call did not produce its own or a replayed value.
 ///
 /// Every variant says which scope it concerns; keys appear only as a short
-/// hash, never raw. [`Error::status`] gives the HTTP status of SPEC §5.
+/// hash, never raw. [`Error::status`] gives the HTTP status that answers
+/// it: 409 for a key that is busy or a lease lost, 422 for another
+/// payload, 400 for a bad key, 503 for the store, 500 for the rest.
 ///
 /// ```
 /// use idem::Error;
@@ -91,7 +93,9 @@ pub enum Error {
 }
 
 impl Error {
-    /// The HTTP status that best answers this error (SPEC §5).
+    /// The HTTP status that best answers this error: the client may retry a
+    /// 409 or 503, must change its request on a 400 or 422, and a 500 is
+    /// the service's own fault.
     pub fn status(&self) -> u16 {
         match self {
             Error::InProgress { .. } | Error::LeaseLost { .. } => 409,

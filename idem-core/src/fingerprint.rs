@@ -15,7 +15,7 @@ use sha2::{Digest as _, Sha256};
 ///
 /// ```
 /// use std::collections::HashMap;
-/// use idem::Fingerprint;
+/// use idem::fingerprint::Fingerprint;
 ///
 /// let a: HashMap<&str, u32> = [("x", 1), ("y", 2)].into();
 /// let b: HashMap<&str, u32> = [("y", 2), ("x", 1)].into();
@@ -68,7 +68,7 @@ impl fmt::Debug for Fingerprint {
 /// parameter.
 ///
 /// ```
-/// use idem::{Digester, Fingerprint};
+/// use idem::fingerprint::{Digester, Fingerprint};
 ///
 /// let mut d = Digester::new();
 /// d.part(&"alice").unwrap();

@@ -107,7 +107,7 @@ impl Idempotency {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let idem = idem::Idempotency::new(idem::MemoryStore::new());
     /// let _: Result<u8, idem::Error> = idem.call("demo", "k").run(|| async { Ok(1) }).await;
-    /// let key = idem::RecordKey::new("demo", "k");
+    /// let key = idem::key::RecordKey::new("demo", "k");
     /// idem.forget_record(&key).await.unwrap();
     /// # }
     /// ```

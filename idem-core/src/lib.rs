@@ -24,33 +24,37 @@ mod context;
 mod detach;
 mod disabled;
 mod error;
-mod fingerprint;
+pub mod fingerprint;
 mod handle;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
-mod key;
+pub mod key;
 mod observe;
 mod policy;
 pub mod queue;
 mod record;
 mod renewal;
 mod step;
-mod store;
+pub mod store;
 
 pub mod admin;
 
-pub use async_trait::async_trait;
 pub use call::{Call, DEFAULT_LEASE, DEFAULT_TTL, Reported};
 pub use context::child_key;
 pub use error::{CodecError, Error, StoreError};
-pub use fingerprint::{Digester, Fingerprint, FingerprintError};
 pub use handle::{DEFAULT_MAX_RECORD_BYTES, Idempotency, IdempotencyBuilder, install, installed};
-pub use key::{KeyHasher, KeyPart, RecordKey, ShortKey};
+pub use key::part::KeyPart;
 pub use observe::CallSite;
 pub use policy::{ErrorPolicy, ReleaseErrors, StoreErrorsIf, replay_errors, store_errors_if};
-pub use step::{StepId, step};
-pub use store::{Claim, ClaimOutcome, Fence, Store, Token};
+pub use step::step;
+pub use store::contract::Store;
+
+// Crate-internal shorthands for items of the public modules.
+pub(crate) use fingerprint::{Digester, Fingerprint, FingerprintError};
+pub(crate) use key::{KeyHasher, RecordKey, ShortKey};
+pub(crate) use step::StepId;
+pub(crate) use store::{Claim, ClaimOutcome, Fence, Token};
 
 #[doc(hidden)]
 #[path = "private.rs"]

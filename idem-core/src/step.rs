@@ -19,7 +19,7 @@ tokio::task_local! {
 /// The identity of one step within its call, hashed from its name.
 ///
 /// ```
-/// use idem::StepId;
+/// use idem::store::StepId;
 ///
 /// assert_eq!(StepId::new(&("line", 3u32)), StepId::new(&("line", 3u64)));
 /// assert_ne!(StepId::new(&"reserve"), StepId::new(&"charge"));

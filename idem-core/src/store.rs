@@ -1,10 +1,23 @@
-//! The backend trait: keys, tokens and bytes in, outcomes out.
+//! What a store author needs beyond [`Store`](crate::Store) itself: the
+//! claim a caller asks for, the store's answers, the fencing token, a
+//! step's identity, and the `async_trait` attribute the trait is written
+//! with.
+//!
+//! A store speaks keys, tokens and bytes: the record and step values are
+//! opaque to it, and keys arrive hashed ([`RecordKey`](crate::key::RecordKey)).
+//! Every implementation must pass the conformance suite, the
+//! [`idem-conformance`](https://docs.rs/idem-conformance) crate.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::{Fingerprint, RecordKey, StepId, StoreError};
+use crate::Fingerprint;
+
+pub(crate) mod contract;
+
+pub use crate::step::StepId;
+pub use async_trait::async_trait;
 
 /// The fencing token of one claim. A fresh token is drawn for every claim
 /// attempt, so a takeover after lease expiry always holds a new token and a
@@ -60,7 +73,7 @@ pub enum ClaimOutcome {
         /// over.
         took_over: bool,
         /// The steps ([`idem::step`](crate::step)) an earlier attempt of
-        /// this call finished and saved with [`Store::save_step`], and that
+        /// this call finished and saved with [`Store::save_step`](crate::Store::save_step), and that
         /// have not expired: the resumed body replays them. Empty for a
         /// fresh call, and for a store that does not record steps.
         steps: Vec<(StepId, Bytes)>,
@@ -76,7 +89,7 @@ pub enum ClaimOutcome {
     Completed {
         /// The fingerprint the record was made with.
         fingerprint: Fingerprint,
-        /// The record's bytes, as given to [`Store::complete`].
+        /// The record's bytes, as given to [`Store::complete`](crate::Store::complete).
         record: Bytes,
         /// How long the record still lives, by the store's clock. A local
         /// cache may keep the record this long and no longer.
@@ -106,129 +119,10 @@ impl Fence {
     /// Whether the step took effect.
     ///
     /// ```
-    /// assert!(idem::Fence::Held.is_held());
-    /// assert!(!idem::Fence::Expired.is_held());
+    /// assert!(idem::store::Fence::Held.is_held());
+    /// assert!(!idem::store::Fence::Expired.is_held());
     /// ```
     pub const fn is_held(self) -> bool {
         matches!(self, Fence::Held)
-    }
-}
-
-/// A place where idempotency records live.
-///
-/// Each method is one atomic step and, for a networked backend, one round
-/// trip. Lease and TTL expiry are judged by the store's own clock. The
-/// store sees only hashed keys, tokens and opaque record bytes; encoding
-/// lives above it.
-///
-/// Every implementation must pass the conformance suite in `tests/`.
-///
-/// The trait has no `'static` bound, so a store may borrow (e.g. a
-/// database transaction, run with [`Call::run_on`](crate::Call::run_on));
-/// [`Idempotency`](crate::Idempotency) itself holds `'static` stores.
-///
-/// ```
-/// use std::time::Duration;
-/// use idem::{async_trait, Claim, ClaimOutcome, Fence, RecordKey, Store, StoreError, Token};
-///
-/// /// A store that is always down: every call fails closed.
-/// struct Down;
-///
-/// #[async_trait]
-/// impl Store for Down {
-///     async fn claim(&self, _: &RecordKey, _: &Claim) -> Result<ClaimOutcome, StoreError> {
-///         Err(StoreError::new("down", "unreachable"))
-///     }
-///     async fn complete(&self, _: &RecordKey, _: Token, _: &[u8], _: Duration) -> Result<Fence, StoreError> {
-///         Err(StoreError::new("down", "unreachable"))
-///     }
-///     async fn release(&self, _: &RecordKey, _: Token) -> Result<Fence, StoreError> {
-///         Err(StoreError::new("down", "unreachable"))
-///     }
-///     async fn renew(&self, _: &RecordKey, _: Token, _: Duration) -> Result<Fence, StoreError> {
-///         Err(StoreError::new("down", "unreachable"))
-///     }
-/// }
-/// ```
-#[async_trait::async_trait]
-pub trait Store: Send + Sync {
-    /// Claims `key` atomically: wins it if free or expired (storing the
-    /// claim's token, fingerprint and lease), or reports the holder or the
-    /// completed record.
-    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError>;
-
-    /// Stores `record` for `ttl`, if `token` still holds the claim.
-    async fn complete(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        record: &[u8],
-        ttl: Duration,
-    ) -> Result<Fence, StoreError>;
-
-    /// Deletes the in-progress claim, if `token` still holds it, so the next
-    /// caller runs the body.
-    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError>;
-
-    /// Extends the in-progress claim to `lease` from now, if `token` still
-    /// holds it.
-    async fn renew(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        lease: Duration,
-    ) -> Result<Fence, StoreError>;
-
-    /// Saves the value of one finished step of the in-progress call, if
-    /// `token` still holds its claim, to live `ttl` from now (or replaces
-    /// the step's earlier value). Steps outlive a release of the claim, so
-    /// the next claim that wins the key returns them in
-    /// [`ClaimOutcome::Won::steps`]; they expire on their own (no later
-    /// than a record completed after them) and are never returned with a
-    /// completed record. One atomic step and one round trip, like the
-    /// others.
-    ///
-    /// The default refuses; a store that implements it also says so in
-    /// [`records_steps`](Store::records_steps).
-    async fn save_step(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        step: StepId,
-        value: &[u8],
-        ttl: Duration,
-    ) -> Result<Fence, StoreError> {
-        let _ = (key, token, step, value, ttl);
-        Err(StoreError::new(
-            "store",
-            "this store does not record steps (`Store::save_step` is not implemented)",
-        ))
-    }
-
-    /// Whether this store saves steps with [`save_step`](Store::save_step)
-    /// and returns them with a won claim. `false` by default: then
-    /// `idem::step` in a call on this store is `Error::InvalidStep` before
-    /// the step's body runs, rather than an effect whose value cannot be
-    /// saved. A transactional store says `false` too: a step saved in the
-    /// transaction would roll back with it.
-    fn records_steps(&self) -> bool {
-        false
-    }
-
-    /// Removes the record under `key`, completed or in progress, whoever
-    /// holds it, so the next call runs the body; a key with no record is
-    /// `Ok`. An operator's step ([`Idempotency::forget`](crate::Idempotency::forget),
-    /// `idem forget`), not part of a call: a body still running on a
-    /// forgotten claim finds its lease lost when it completes.
-    ///
-    /// Every built-in store implements it. The default, for stores written
-    /// before it existed, refuses with a [`StoreError`] saying the store
-    /// does not support it.
-    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
-        let _ = key;
-        Err(StoreError::new(
-            "store",
-            "this store does not implement `Store::forget`",
-        ))
     }
 }

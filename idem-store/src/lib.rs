@@ -1,16 +1,22 @@
-//! Stores for [idem](https://docs.rs/idem), each behind a feature:
-//! `memory` ([`MemoryStore`]), and the networked and durable backends as
-//! they land. Every store passes the conformance suite in the `idem`
-//! crate's `tests/`.
+//! Stores for [idem](https://docs.rs/idemkit), each behind a feature:
+//! `memory` ([`MemoryStore`]), `redis` ([`RedisStore`]), `postgres`
+//! ([`PostgresStore`]) and `sqlite` ([`SqliteStore`]). Every store passes
+//! the conformance suite, the `idem-conformance` crate.
+//!
+//! Each backend is a module holding its store and whatever else it needs
+//! (a builder, constants, the PostgreSQL transactional mode); the store
+//! type itself is also here at the root.
 
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "memory")]
 #[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
-mod memory;
+pub mod memory;
 
 #[cfg(feature = "memory")]
+#[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
+#[doc(no_inline)]
 pub use memory::MemoryStore;
 
 #[cfg(feature = "postgres")]
@@ -19,7 +25,8 @@ pub mod postgres;
 
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use postgres::{PostgresStore, PostgresStoreBuilder};
+#[doc(no_inline)]
+pub use postgres::PostgresStore;
 
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
@@ -27,12 +34,16 @@ pub mod sqlite;
 
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+#[doc(no_inline)]
 pub use sqlite::SqliteStore;
 
+/// Records in Redis: [`RedisStore`](redis::RedisStore) and its
+/// [builder](redis::RedisStoreBuilder).
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-mod redis;
+pub mod redis;
 
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use crate::redis::{RedisStore, RedisStoreBuilder};
+#[doc(no_inline)]
+pub use crate::redis::RedisStore;

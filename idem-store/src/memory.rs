@@ -1,4 +1,5 @@
-//! One process's store: sharded maps, a monotonic clock, bounded.
+//! One process's store, [`MemoryStore`]: sharded maps, a monotonic clock,
+//! bounded.
 
 mod steps;
 
@@ -7,10 +8,10 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use idem_core::{
-    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, StepId, Store, StoreError, Token,
-    async_trait,
-};
+use idem_core::fingerprint::Fingerprint;
+use idem_core::key::RecordKey;
+use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
+use idem_core::{Store, StoreError};
 use tokio::time::Instant;
 
 const SHARDS: usize = 64;

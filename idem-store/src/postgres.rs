@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use idem_core::{
-    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, StepId, Store, StoreError, Token,
-    async_trait,
-};
+use idem_core::fingerprint::Fingerprint;
+use idem_core::key::RecordKey;
+use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
+use idem_core::{Store, StoreError};
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgRow};
 use sqlx::query::Query;
 use sqlx::{Acquire, Postgres, Row};

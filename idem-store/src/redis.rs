@@ -22,10 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use idem_core::{
-    Claim, ClaimOutcome, Fence, Fingerprint, RecordKey, StepId, Store, StoreError, Token,
-    async_trait,
-};
+use idem_core::fingerprint::Fingerprint;
+use idem_core::key::RecordKey;
+use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
+use idem_core::{Store, StoreError};
 use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
@@ -398,7 +398,7 @@ impl RedisStore {
     ///
     /// ```no_run
     /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
-    /// use idem::RecordKey;
+    /// use idem::key::RecordKey;
     /// let store = idem::RedisStore::connect("redis://127.0.0.1:6379").await?;
     /// let key = store.redis_key(&RecordKey::new("payments", "order-1"));
     /// assert_eq!(key.len(), "idem:".len() + 32);

@@ -414,7 +414,7 @@ fn scratch_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "idem-order-steps-{}-{:x}",
         std::process::id(),
-        idem::Token::random().to_u128() as u32
+        idem::store::Token::random().to_u128() as u32
     ));
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir

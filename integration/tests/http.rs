@@ -1,4 +1,4 @@
-//! SPEC §7 over real HTTP: the example's payments app (and a few small
+//! The HTTP layer and extractor over real HTTP: the example's payments app (and a few small
 //! routers) served on an ephemeral loopback port, spoken to with hyper's
 //! client.
 

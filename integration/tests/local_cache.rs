@@ -2,23 +2,21 @@
 //! are never served past the store's expiry, in-progress states are never
 //! cached. The whole conformance suite also runs with the cache on.
 
-mod conformance;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use idem::{Error, Idempotency, MemoryStore};
 
-conformance_suite!(async {
+idem_conformance::suite!(async {
     Idempotency::builder(MemoryStore::new())
         .local_cache(10_000)
         .build()
 });
 
 /// A memory store that counts the claims that reach it.
-fn counting() -> conformance::SharedStore {
-    conformance::SharedStore::new(Arc::new(MemoryStore::new()))
+fn counting() -> idem_conformance::SharedStore {
+    idem_conformance::SharedStore::new(Arc::new(MemoryStore::new()))
 }
 
 #[tokio::test]

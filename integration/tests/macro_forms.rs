@@ -1,5 +1,7 @@
 //! `#[idempotent]` at run time, form by form: each supported kind of fn runs
-//! its body once and replays, and each option does what SPEC §3 says.
+//! its body once and replays, and each option (`key`, `scope`, `ttl`,
+//! `lease`, `wait`, `fingerprint`, `skip`, `errors`, `store`) does what the
+//! attribute's docs say.
 //!
 //! Every fn names its store with `store = …` (`idem::install` is process
 //! wide), and counts how often its body really ran.

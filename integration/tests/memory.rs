@@ -1,15 +1,16 @@
 //! The conformance suite on `MemoryStore`, and what is particular to it.
 
-mod conformance;
-
 use std::time::Duration;
 
-use idem::{Claim, ClaimOutcome, Fingerprint, Idempotency, MemoryStore, RecordKey, Store};
+use idem::fingerprint::Fingerprint;
+use idem::key::RecordKey;
+use idem::store::{Claim, ClaimOutcome};
+use idem::{Idempotency, MemoryStore, Store};
 
-conformance_suite!(async { Idempotency::new(MemoryStore::new()) });
+idem_conformance::suite!(async { Idempotency::new(MemoryStore::new()) });
 
 fn claim(lease: Duration) -> Claim {
-    conformance::new_claim(Fingerprint::NONE, lease)
+    idem_conformance::new_claim(Fingerprint::NONE, lease)
 }
 
 #[tokio::test]
@@ -60,7 +61,7 @@ async fn a_store_full_of_claims_refuses_new_ones() {
 
 #[tokio::test]
 async fn saved_steps_are_bounded_like_records() {
-    use idem::{Fence, StepId};
+    use idem::store::{Fence, StepId};
     // 64 shards of one record each; two keys that share a shard.
     let store = MemoryStore::with_max_records(64);
     let first = RecordKey::new("steps-bound", &0u32);

@@ -8,7 +8,8 @@ mod captured;
 use captured::Captured;
 use tracing_subscriber::fmt::format::FmtSpan;
 
-use idem::{Error, Idempotency, MemoryStore, RecordKey};
+use idem::key::RecordKey;
+use idem::{Error, Idempotency, MemoryStore};
 
 const RAW_KEY: &str = "secret-customer-key-4242";
 

@@ -3,7 +3,6 @@
 //!
 //! Needs a PostgreSQL server: see `support/pg_server.rs`.
 
-mod conformance;
 #[path = "support/pg_server.rs"]
 mod pg_server;
 #[path = "support/turn_proxy.rs"]
@@ -12,10 +11,10 @@ mod turn_proxy;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use idem::{
-    Claim, ClaimOutcome, Error, Fence, Fingerprint, Idempotency, PostgresStore, RecordKey, Store,
-    Token,
-};
+use idem::fingerprint::Fingerprint;
+use idem::key::RecordKey;
+use idem::store::{Claim, ClaimOutcome, Fence, Token};
+use idem::{Error, Idempotency, PostgresStore, Store};
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 use turn_proxy::TurnProxy;
@@ -32,7 +31,7 @@ async fn store(test: &str) -> PostgresStore {
     store
 }
 
-conformance_suite!(async { Idempotency::new(store("conf").await) });
+idem_conformance::suite!(async { Idempotency::new(store("conf").await) });
 
 fn claim(lease: Duration) -> Claim {
     Claim {
@@ -176,7 +175,7 @@ async fn purge_expired_deletes_only_expired_rows_in_batches() {
             );
         } else {
             // A recovery point of the claim, expiring with it.
-            let step = idem::StepId::new(&"s");
+            let step = idem::store::StepId::new(&"s");
             let saved = store.save_step(&key, c.token, step, b"v", life);
             assert_eq!(saved.await.unwrap(), Fence::Held);
         }
@@ -210,7 +209,7 @@ async fn connection_loss_is_a_store_error_and_recovers_without_restart() {
         .unwrap();
     store.migrate().await.unwrap();
     let idem = Idempotency::new(store.clone());
-    let runs = conformance::Counter::default();
+    let runs = idem_conformance::Counter::default();
     let call = |key: &'static str| {
         let (idem, runs) = (idem.clone(), runs.clone());
         async move {
@@ -382,7 +381,7 @@ async fn race_worker() {
     }
 }
 
-/// SPEC §6: each step is one round trip, and so is a replay. Counted on
+/// Each step is one round trip, and so is a replay. Counted on
 /// the wire, through a proxy, for both kinds of connections.
 #[tokio::test]
 async fn each_step_is_one_round_trip() {

@@ -1,5 +1,7 @@
-//! SPEC §8's table: each outcome of a queue handler maps to what the
-//! consumer tells the broker.
+//! Each outcome of a queue handler maps to what the consumer tells the
+//! broker: a value, a replay or a stored error is acknowledged; a released
+//! error, a busy key or a store failure is retried; a poison message
+//! (another payload under a used id) is rejected.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -117,15 +119,15 @@ async fn an_unreachable_store_is_retried_and_the_body_does_not_run() {
     let mut holders = Vec::new();
     for i in 0..2000u32 {
         let store = idem.store().clone();
-        let claim = idem::Claim {
-            token: idem::Token::random(),
-            fingerprint: idem::Fingerprint::NONE,
+        let claim = idem::store::Claim {
+            token: idem::store::Token::random(),
+            fingerprint: idem::fingerprint::Fingerprint::NONE,
             lease: Duration::from_secs(60),
             site: "queue",
         };
         holders.push(
             store
-                .claim(&idem::RecordKey::new("billing", &i), &claim)
+                .claim(&idem::key::RecordKey::new("billing", &i), &claim)
                 .await,
         );
     }

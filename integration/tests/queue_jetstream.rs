@@ -133,7 +133,7 @@ impl Figures {
 async fn chaos(transactional: bool) -> Figures {
     let (nats_url, _nats_child) = nats().await;
     let run = Run {
-        id: format!("{:08x}", idem::Token::random().to_u128() as u32),
+        id: format!("{:08x}", idem::store::Token::random().to_u128() as u32),
         nats: nats_url,
         db: pg_server::url().await,
         transactional,
@@ -285,7 +285,7 @@ async fn plain_mode_reports_its_duplicates() {
 async fn a_poison_message_is_terminated_not_retried() {
     let (nats_url, _nats_child) = nats().await;
     let run = Run {
-        id: format!("{:08x}", idem::Token::random().to_u128() as u32),
+        id: format!("{:08x}", idem::store::Token::random().to_u128() as u32),
         nats: nats_url,
         db: pg_server::url().await,
         transactional: true,
@@ -373,7 +373,7 @@ async fn a_slow_handler_keeps_its_message_and_its_claim() {
     use idem::queue::{Disposition, handle, with_heartbeat};
 
     let (nats_url, _nats_child) = nats().await;
-    let id = format!("{:08x}", idem::Token::random().to_u128() as u32);
+    let id = format!("{:08x}", idem::store::Token::random().to_u128() as u32);
     let js = jetstream::new(async_nats::connect(&nats_url).await.unwrap());
     let stream = js
         .get_or_create_stream(jetstream::stream::Config {

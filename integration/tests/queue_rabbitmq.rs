@@ -53,7 +53,7 @@ async fn each_order_is_billed_once_through_redelivery_and_a_kill() {
     let amqp = std::env::var("AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
     let db = pg_server::url().await;
-    let id = format!("{:08x}", idem::Token::random().to_u128() as u32);
+    let id = format!("{:08x}", idem::store::Token::random().to_u128() as u32);
     let (queue, effects, schema) = (
         format!("idem.orders.{id}"),
         format!("rmq_effects_{id}"),

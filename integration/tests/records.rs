@@ -19,10 +19,9 @@ use axum::http::{Method, StatusCode};
 use axum::routing::post;
 use bytes::Bytes;
 use idem::http::IdempotencyLayer;
-use idem::{
-    Claim, ClaimOutcome, CodecError, Error, Fence, Idempotency, MemoryStore, RecordKey, Store,
-    StoreError, Token, async_trait, idempotent,
-};
+use idem::key::RecordKey;
+use idem::store::{Claim, ClaimOutcome, Fence, Token, async_trait};
+use idem::{CodecError, Error, Idempotency, MemoryStore, Store, StoreError, idempotent};
 use serde::{Deserialize, Serialize};
 
 #[path = "http_support/mod.rs"]

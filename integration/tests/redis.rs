@@ -2,13 +2,13 @@
 //! key layout, expiry by `PX`, the script cache, two processes racing.
 //! Faults (a killed server, a closed port) are in `tests/redis_fault.rs`.
 
-mod conformance;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
 use std::time::Duration;
 
-use idem::{Error, Idempotency, RecordKey, RedisStore};
+use idem::key::RecordKey;
+use idem::{Error, Idempotency, RedisStore};
 
 async fn store() -> RedisStore {
     RedisStore::connect(&redis_server::url().await)
@@ -16,7 +16,7 @@ async fn store() -> RedisStore {
         .expect("connect to Redis")
 }
 
-conformance_suite!(async { Idempotency::new(store().await) });
+idem_conformance::suite!(async { Idempotency::new(store().await) });
 
 async fn raw() -> redis::aio::MultiplexedConnection {
     let client = redis::Client::open(redis_server::url().await).unwrap();
@@ -25,7 +25,10 @@ async fn raw() -> redis::aio::MultiplexedConnection {
 
 #[tokio::test]
 async fn keys_are_prefixed_hashed_and_expire_by_px() {
-    let prefix = format!("idem-test-{}:", idem::Token::random().to_u128() as u32);
+    let prefix = format!(
+        "idem-test-{}:",
+        idem::store::Token::random().to_u128() as u32
+    );
     let store = RedisStore::builder()
         .prefix(&prefix)
         .connect(&redis_server::url().await)
@@ -85,9 +88,11 @@ async fn keys_are_prefixed_hashed_and_expire_by_px() {
 /// earlier, longer-lived value never lets a cache outlive the record.
 #[tokio::test]
 async fn a_completed_record_reports_no_more_than_its_stored_ttl() {
-    use idem::{Claim, ClaimOutcome, Fingerprint, Store, Token};
+    use idem::Store;
+    use idem::fingerprint::Fingerprint;
+    use idem::store::{Claim, ClaimOutcome, Token};
     let store = store().await;
-    let scope = conformance::scope("stored-ttl");
+    let scope = idem_conformance::scope("stored-ttl");
     let key = RecordKey::new(&scope, "k");
     let mut value = b"C".to_vec();
     value.extend_from_slice(Fingerprint::NONE.as_bytes());
@@ -141,7 +146,7 @@ async fn a_completed_record_reports_no_more_than_its_stored_ttl() {
 #[tokio::test]
 async fn a_flushed_script_cache_is_reloaded() {
     let idem = Idempotency::new(store().await);
-    let scope = conformance::scope("flush");
+    let scope = idem_conformance::scope("flush");
     let first: Result<u8, Error> = idem.call(&scope, "k").run(|| async { Ok(1) }).await;
     first.unwrap();
     let mut conn = raw().await;
@@ -165,7 +170,7 @@ const RACE_KEYS: u32 = 1000;
 #[tokio::test]
 async fn two_processes_race_on_1000_keys() {
     let url = redis_server::url().await;
-    let scope = conformance::scope("race");
+    let scope = idem_conformance::scope("race");
     let spawn = || {
         std::process::Command::new(std::env::current_exe().unwrap())
             .args([

@@ -2,7 +2,6 @@
 //! loopback, started once for this test binary from `redis-server
 //! --cluster-enabled yes` and `redis-cli --cluster create`.
 
-mod conformance;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
@@ -63,7 +62,7 @@ fn start_cluster() -> Vec<String> {
     urls
 }
 
-conformance_suite!(async {
+idem_conformance::suite!(async {
     let store = RedisStore::builder()
         .connect_cluster(nodes().await)
         .await
@@ -80,7 +79,7 @@ async fn records_spread_over_every_master() {
             .await
             .unwrap(),
     );
-    let scope = conformance::scope("spread");
+    let scope = idem_conformance::scope("spread");
     for k in 0..60u32 {
         let out: Result<u32, idem::Error> =
             idem.call(&scope, &k).run(|| async move { Ok(k) }).await;

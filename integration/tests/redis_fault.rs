@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use idem::{
-    Claim, ClaimOutcome, Error, Fence, Idempotency, RecordKey, RedisStore, Store, StoreError, Token,
-};
+use idem::key::RecordKey;
+use idem::store::{Claim, ClaimOutcome, Fence, Token};
+use idem::{Error, Idempotency, RedisStore, Store, StoreError};
 use redis_server::PrivateRedis;
 use turn_proxy::TurnProxy;
 
@@ -30,7 +30,7 @@ struct Granted {
     completed: AtomicUsize,
 }
 
-#[idem::async_trait]
+#[idem::store::async_trait]
 impl Store for Audited {
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
         let out = self.inner.claim(key, claim).await;

@@ -1,4 +1,4 @@
-//! SPEC §6's one-trip rule, pinned on the wire: a counting TCP proxy sits
+//! Each store step is one atomic round trip, pinned on the wire: a counting TCP proxy sits
 //! between idem and a real Redis and a real PostgreSQL, and each kind of
 //! call must cost exactly: fresh key 2 turns (claim, complete), replay 1,
 //! in-progress answer 1, released error 2 (claim, release: release is 1),
@@ -13,7 +13,8 @@ mod redis_server;
 #[path = "support/turn_proxy.rs"]
 mod turn_proxy;
 
-use idem::{Error, Idempotency, PostgresStore, RedisStore, Token};
+use idem::store::Token;
+use idem::{Error, Idempotency, PostgresStore, RedisStore};
 use turn_proxy::TurnProxy;
 
 /// Turns taken by each kind of call through `proxied`; `cached` is the

@@ -2,16 +2,14 @@
 //! durability across processes: a record written by one process is
 //! replayed by a second one started afterwards on the same file.
 
-mod conformance;
-
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use idem::{
-    Claim, ClaimOutcome, Error, Fence, Fingerprint, Idempotency, RecordKey, SqliteStore, Store,
-    Token,
-};
+use idem::fingerprint::Fingerprint;
+use idem::key::RecordKey;
+use idem::store::{Claim, ClaimOutcome, Fence, Token};
+use idem::{Error, Idempotency, SqliteStore, Store};
 
 /// A path in a fresh temporary directory. The directories stay behind in
 /// the system's temporary directory (a few KiB each).
@@ -25,7 +23,7 @@ fn temp_db(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-conformance_suite!(async {
+idem_conformance::suite!(async {
     Idempotency::new(SqliteStore::open(temp_db("conformance.db")).await.unwrap())
 });
 
@@ -90,7 +88,7 @@ async fn purge_expired_deletes_only_expired_rows() {
             );
         } else {
             // A recovery point of the claim, expiring with it.
-            let step = idem::StepId::new(&"s");
+            let step = idem::store::StepId::new(&"s");
             let saved = store.save_step(&key, claim.token, step, b"v", life);
             assert_eq!(saved.await.unwrap(), Fence::Held);
         }

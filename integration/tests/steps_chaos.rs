@@ -16,7 +16,7 @@ async fn sigkilled_workers_resume_orders_without_repeating_finished_steps() {
     let dir = std::env::temp_dir().join(format!(
         "idem-steps-chaos-{}-{:x}",
         std::process::id(),
-        idem::Token::random().to_u128() as u32
+        idem::store::Token::random().to_u128() as u32
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = std::env::current_exe().unwrap();

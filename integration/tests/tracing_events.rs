@@ -8,7 +8,8 @@ mod captured;
 use captured::Captured;
 use std::time::Duration;
 
-use idem::{Error, Idempotency, MemoryStore, RecordKey};
+use idem::key::RecordKey;
+use idem::{Error, Idempotency, MemoryStore};
 
 const RAW_KEY: &str = "secret-customer-key-4242";
 

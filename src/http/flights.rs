@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
+use crate::fingerprint::Fingerprint;
 use crate::http::stored::StoredResponse;
-use crate::{Fingerprint, RecordKey};
+use crate::key::RecordKey;
 
 /// How an attempt ended, as its waiters need to know.
 #[derive(Debug, Clone)]

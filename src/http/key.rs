@@ -5,8 +5,9 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName};
 use serde::{Deserialize, Serialize};
 
+use crate::KeyPart;
 use crate::http::Problem;
-use crate::{KeyHasher, KeyPart};
+use crate::key::KeyHasher;
 
 /// The request header that carries the key: `Idempotency-Key`.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");

@@ -16,12 +16,14 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::{oneshot, watch};
 use tower::Service;
 
+use crate::fingerprint::{Digester, Fingerprint};
 use crate::http::flights::{Ended, Joined};
 use crate::http::layer::Config;
 use crate::http::stored::{Head, Kept, StoredResponse};
 use crate::http::tee::{Captured, Tail, tee};
 use crate::http::{IDEMPOTENT_STORED, IdempotencyKey, Problem, key};
-use crate::{Digester, Error, Fingerprint, KeyHasher, KeyPart, Reported};
+use crate::key::KeyHasher;
+use crate::{Error, KeyPart, Reported};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -130,7 +132,7 @@ fn fingerprint(
     config: &Config,
     parts: &Parts,
     body: &Bytes,
-) -> Result<Fingerprint, crate::FingerprintError> {
+) -> Result<Fingerprint, crate::fingerprint::FingerprintError> {
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut digest = Digester::new();
     digest.part(&RawBytes(target.as_bytes()))?;

@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use idem_core::{RecordKey, StepId};
+use idem_core::key::RecordKey;
+use idem_core::store::StepId;
 use tokio::time::Instant;
 
 /// The saved steps of every call that has some, by call.

@@ -5,8 +5,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use idem_core::StoreError;
 use idem_core::admin::{Admin, ListFilter, RecordInfo, RecordState, Stats};
-use idem_core::{Fingerprint, RecordKey, StoreError, async_trait};
+use idem_core::fingerprint::Fingerprint;
+use idem_core::key::RecordKey;
+use idem_core::store::async_trait;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 

@@ -3,7 +3,8 @@
 //! steps. The claim statement returns them with a won claim.
 
 use bytes::Bytes;
-use idem_core::{StepId, StoreError};
+use idem_core::StoreError;
+use idem_core::store::StepId;
 
 /// Migration 2: the steps table, and the function the claim statement
 /// calls to read a won key's steps. A PL/pgSQL function, never inlined,

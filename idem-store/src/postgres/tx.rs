@@ -3,10 +3,9 @@
 
 use std::time::Duration;
 
-use idem_core::{
-    Call, Claim, ClaimOutcome, Error, ErrorPolicy, Fence, RecordKey, Reported, Store, StoreError,
-    Token, async_trait,
-};
+use idem_core::key::RecordKey;
+use idem_core::store::{Claim, ClaimOutcome, Fence, Token, async_trait};
+use idem_core::{Call, Error, ErrorPolicy, Reported, Store, StoreError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::Postgres;

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
-use idem_core::{Fence, RecordKey, StepId, StoreError};
+use idem_core::StoreError;
+use idem_core::key::RecordKey;
+use idem_core::store::{Fence, StepId};
 use redis::cluster_routing::Slot;
 
 use super::{RedisStore, corrupt, store_error};
@@ -95,7 +97,7 @@ impl RedisStore {
     pub(super) async fn save_step_fenced(
         &self,
         key: &RecordKey,
-        token: idem_core::Token,
+        token: idem_core::store::Token,
         step: StepId,
         value: &[u8],
         ttl: std::time::Duration,

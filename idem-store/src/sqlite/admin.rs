@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use idem_core::StoreError;
 use idem_core::admin::{Admin, ListFilter, RecordInfo, RecordState, Stats};
-use idem_core::{RecordKey, StoreError, async_trait};
+use idem_core::key::RecordKey;
+use idem_core::store::async_trait;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 

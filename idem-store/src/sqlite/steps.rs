@@ -2,7 +2,9 @@
 //! the records: a release deletes the record row, not its steps.
 
 use bytes::Bytes;
-use idem_core::{RecordKey, StepId, StoreError};
+use idem_core::StoreError;
+use idem_core::key::RecordKey;
+use idem_core::store::StepId;
 use sqlx::Row;
 use sqlx::sqlite::SqlitePool;
 
@@ -40,7 +42,7 @@ const PURGE: &str = concat!(
 pub(super) async fn save(
     pool: &SqlitePool,
     key: &RecordKey,
-    token: idem_core::Token,
+    token: idem_core::store::Token,
     step: StepId,
     value: &[u8],
     ttl: std::time::Duration,

@@ -192,7 +192,7 @@ fn raw_runner(
 
 pub async fn run(report: &mut Report) {
     let url = url();
-    let run_id = format!("{:x}", idem::Token::random().to_u128() as u32);
+    let run_id = format!("{:x}", idem::store::Token::random().to_u128() as u32);
     let schema = format!("idem_bench_{run_id}");
     let pool = PgPoolOptions::new()
         .max_connections(CONNECTIONS as u32)
@@ -323,7 +323,7 @@ pub async fn run(report: &mut Report) {
             .run(|| async { Ok("v".repeat(200)) })
             .await;
         out.unwrap();
-        let key = idem::RecordKey::new(&*scope, "bytes-per-record");
+        let key = idem::key::RecordKey::new(&*scope, "bytes-per-record");
         let (row, record): (i32, i32) = sqlx::query_as(&format!(
             "SELECT pg_column_size(r.*), pg_column_size(r.record) FROM \"{schema}\".idem_records AS r WHERE key = $1"
         ))

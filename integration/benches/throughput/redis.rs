@@ -118,7 +118,7 @@ async fn idem_call(idem: &Idempotency, scope: &str, key: u64) {
 
 pub async fn run(report: &mut Report) {
     let url = url();
-    let run_id = format!("{:x}", idem::Token::random().to_u128() as u32);
+    let run_id = format!("{:x}", idem::store::Token::random().to_u128() as u32);
     let prefix = format!("idem-bench-{run_id}:");
     let store = RedisStore::builder()
         .prefix(&prefix)
@@ -237,7 +237,7 @@ pub async fn run(report: &mut Report) {
             .run(|| async { Ok("v".repeat(200)) })
             .await;
         out.unwrap();
-        let key = keys.redis_key(&idem::RecordKey::new(&*scope, "bytes-per-record"));
+        let key = keys.redis_key(&idem::key::RecordKey::new(&*scope, "bytes-per-record"));
         let bytes: i64 = redis::cmd("MEMORY")
             .arg("USAGE")
             .arg(&key)

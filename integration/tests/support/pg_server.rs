@@ -50,7 +50,7 @@ pub fn unique_schema(test: &str) -> String {
         .as_secs();
     format!(
         "idem_t_{secs}_{test}_{:08x}",
-        idem::Token::random().to_u128() as u32
+        idem::store::Token::random().to_u128() as u32
     )
 }
 
@@ -112,7 +112,7 @@ impl PrivateServer {
         let dir = std::env::temp_dir().join(format!(
             "idem-pg-{}-{:08x}",
             std::process::id(),
-            idem::Token::random().to_u128() as u32
+            idem::store::Token::random().to_u128() as u32
         ));
         std::fs::create_dir_all(&dir).unwrap();
         if is_root() {

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::{
-    Claim, ClaimOutcome, Fence, Idempotency, RecordKey, Store, StoreError, Token, async_trait,
-};
+use idem_core::key::RecordKey;
+use idem_core::store::{Claim, ClaimOutcome, Fence, Token, async_trait};
+use idem_core::{Idempotency, Store, StoreError};
 use sqlx::Postgres;
 use sqlx::postgres::PgConnection;
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};

@@ -1,11 +1,14 @@
-//! Recovery points (`idem::step`, SPEC §4): the cases every store must
-//! pass, at the runtime and at the `Store` trait.
+//! Recovery points (`idem::step`): a retried call resumes after its last
+//! finished step, at the runtime and at the `Store` trait.
 
 use std::time::Duration;
 
-use idem::{ClaimOutcome, Error, Fence, Fingerprint, Idempotency, RecordKey, StepId};
+use idem::fingerprint::Fingerprint;
+use idem::key::RecordKey;
+use idem::store::{ClaimOutcome, Fence, StepId};
+use idem::{Error, Idempotency};
 
-use super::{AppError, Counter, new_claim, scope};
+use crate::support::{AppError, Counter, new_claim, scope};
 
 /// Three steps; the middle one fails while `fail_b` is set (a released
 /// error). Returns what the body saw of each step.
@@ -38,6 +41,8 @@ async fn three_steps(
         .await
 }
 
+/// A retried call replays its finished steps and resumes at the one that
+/// failed; a completed call replays whole.
 pub async fn steps_resume_after_a_failed_middle_step(idem: Idempotency) {
     let scope = scope("steps-resume");
     let runs: [Counter; 3] = Default::default();
@@ -54,6 +59,7 @@ pub async fn steps_resume_after_a_failed_middle_step(idem: Idempotency) {
     assert_eq!([runs[0].get(), runs[1].get(), runs[2].get()], [1, 2, 1]);
 }
 
+/// Steps named per loop iteration resume at the first unfinished one.
 pub async fn steps_in_a_loop_resume_at_the_first_unfinished_line(idem: Idempotency) {
     let scope = scope("steps-loop");
     let runs = Counter::default();
@@ -85,6 +91,7 @@ pub async fn steps_in_a_loop_resume_at_the_first_unfinished_line(idem: Idempoten
     assert_eq!(runs.get(), 6);
 }
 
+/// A call dropped inside a step resumes at that step.
 pub async fn a_call_dropped_mid_step_resumes_at_that_step(idem: Idempotency) {
     let scope = scope("steps-dropped");
     let runs: [Counter; 2] = Default::default();
@@ -132,6 +139,7 @@ pub async fn a_call_dropped_mid_step_resumes_at_that_step(idem: Idempotency) {
     );
 }
 
+/// Concurrent duplicates run each step once.
 pub async fn steps_under_concurrent_duplicates_run_once(idem: Idempotency) {
     let scope = scope("steps-concurrent");
     let runs: [Counter; 2] = Default::default();
@@ -158,6 +166,7 @@ pub async fn steps_under_concurrent_duplicates_run_once(idem: Idempotency) {
     assert_eq!([runs[0].get(), runs[1].get()], [1, 1]);
 }
 
+/// Another payload under the same key never sees the saved steps.
 pub async fn steps_of_another_payload_are_refused(idem: Idempotency) {
     let scope = scope("steps-payload");
     let runs = Counter::default();
@@ -188,6 +197,7 @@ pub async fn steps_of_another_payload_are_refused(idem: Idempotency) {
     assert_eq!(runs.get(), 1);
 }
 
+/// Saved steps expire with the call's `ttl`.
 pub async fn steps_expire_with_the_ttl(idem: Idempotency) {
     let scope = scope("steps-ttl");
     let runs = Counter::default();
@@ -209,6 +219,8 @@ pub async fn steps_expire_with_the_ttl(idem: Idempotency) {
     assert_eq!(runs.get(), 2, "an expired step runs again");
 }
 
+/// `idem::step` outside a body, nested, or under a name used twice is
+/// `InvalidStep`, before its body runs.
 pub async fn misused_steps_are_errors(idem: Idempotency) {
     let outside: Result<u8, Error> = idem::step("alone", || async { Ok(1) }).await;
     assert!(

@@ -1,0 +1,41 @@
+//! The cases, one `async fn` each, taking the handle under test. Each works
+//! in a scope of its own ([`scope`](crate::scope)), so cases may share one
+//! store and run in parallel; some sleep for a few leases of a few hundred
+//! milliseconds, and some block a worker thread, so run them on a
+//! multi-thread runtime (as [`suite!`](crate::suite) does).
+
+mod concurrency;
+mod errors;
+mod keys;
+mod leases;
+mod serde_forms;
+mod steps;
+mod store;
+mod values;
+
+pub use concurrency::{
+    concurrent_duplicates_run_once_and_get_in_progress, concurrent_duplicates_wait_for_the_value,
+};
+pub use errors::{
+    changed_type_is_a_codec_error_with_both_names, corrupt_record_is_a_codec_error,
+    error_predicate_decides_per_error, other_payload_is_refused_without_running,
+    oversized_value_settles_the_key, released_errors_run_again, replayed_errors_come_back,
+};
+pub use keys::{child_key_is_stable_across_retries, empty_key_is_refused, scopes_are_independent};
+pub use leases::{
+    a_body_that_blocks_its_thread_keeps_its_lease, a_lapsed_claim_is_lost_as_expired,
+    dropped_call_releases_its_claim, lease_expiry_allows_takeover_and_fences_the_late_holder,
+    renewal_keeps_a_long_body_claimed, ttl_expiry_runs_again,
+};
+pub use serde_forms::{replays_every_serde_form, unencodable_value_settles_the_key};
+pub use steps::{
+    a_call_dropped_mid_step_resumes_at_that_step, misused_steps_are_errors,
+    step_fencing_at_the_store, steps_expire_with_the_ttl,
+    steps_in_a_loop_resume_at_the_first_unfinished_line, steps_of_another_payload_are_refused,
+    steps_resume_after_a_failed_middle_step, steps_under_concurrent_duplicates_run_once,
+};
+pub use store::{
+    fencing_at_the_store, forget_removes_completed_and_in_progress_records,
+    in_progress_reports_retry_after, release_lets_the_next_caller_in,
+};
+pub use values::{replays_every_ok_value, replays_values_json_cannot_carry};

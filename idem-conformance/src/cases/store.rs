@@ -1,0 +1,209 @@
+//! Cases that call the [`Store`](idem::Store) trait directly: fencing by
+//! token, release, the reported lease, `forget`.
+
+use std::time::Duration;
+
+use idem::fingerprint::Fingerprint;
+use idem::key::RecordKey;
+use idem::store::{ClaimOutcome, Fence, Token};
+use idem::{Error, Idempotency};
+
+use crate::support::{Counter, new_claim, scope};
+
+/// At the trait: only the claim's token may renew, release or complete;
+/// a lapsed claim is `Expired`, a taken-over one `Lost`; a completed
+/// record is returned with its fingerprint and remaining lifetime.
+pub async fn fencing_at_the_store(idem: Idempotency) {
+    let store = idem.store();
+    let key = RecordKey::new(&scope("fence"), &"k");
+    let fp = Fingerprint::of(&"payload").unwrap();
+    let lease = Duration::from_millis(300);
+    let first = new_claim(fp, lease);
+    assert!(matches!(
+        store.claim(&key, &first).await.unwrap(),
+        ClaimOutcome::Won {
+            took_over: false,
+            ..
+        }
+    ));
+    let stranger = Token::random();
+    assert_eq!(
+        store.renew(&key, stranger, lease).await.unwrap(),
+        Fence::Lost
+    );
+    assert_eq!(store.release(&key, stranger).await.unwrap(), Fence::Lost);
+    assert_eq!(
+        store.complete(&key, stranger, b"x", lease).await.unwrap(),
+        Fence::Lost
+    );
+    assert_eq!(
+        store.renew(&key, first.token, lease).await.unwrap(),
+        Fence::Held
+    );
+    match store
+        .claim(&key, &new_claim(first.fingerprint, first.lease))
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::InProgress {
+            fingerprint,
+            retry_after,
+        } => {
+            assert_eq!(fingerprint, fp);
+            assert!(
+                retry_after <= lease && retry_after > Duration::ZERO,
+                "{retry_after:?}"
+            );
+        }
+        other => panic!("expected in progress, got {other:?}"),
+    }
+    tokio::time::sleep(lease * 2).await;
+    // Lapsed with nobody holding the key: expired, not taken over.
+    assert_eq!(
+        store.renew(&key, first.token, lease).await.unwrap(),
+        Fence::Expired
+    );
+    let second = new_claim(fp, Duration::from_secs(5));
+    assert!(matches!(
+        store.claim(&key, &second).await.unwrap(),
+        ClaimOutcome::Won { .. }
+    ));
+    assert_eq!(
+        store
+            .complete(&key, first.token, b"late", lease)
+            .await
+            .unwrap(),
+        Fence::Lost
+    );
+    assert_eq!(
+        store.renew(&key, first.token, lease).await.unwrap(),
+        Fence::Lost
+    );
+    assert_eq!(store.release(&key, first.token).await.unwrap(), Fence::Lost);
+    assert_eq!(
+        store
+            .complete(&key, second.token, b"record", Duration::from_secs(5))
+            .await
+            .unwrap(),
+        Fence::Held
+    );
+    match store
+        .claim(&key, &new_claim(second.fingerprint, second.lease))
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::Completed {
+            fingerprint,
+            record,
+            expires_in,
+        } => {
+            assert!(
+                expires_in <= Duration::from_secs(5) && expires_in > Duration::from_secs(3),
+                "{expires_in:?}"
+            );
+            assert_eq!(fingerprint, fp);
+            assert_eq!(&record[..], b"record");
+        }
+        other => panic!("expected completed, got {other:?}"),
+    }
+    // A completed record is no longer a claim: nothing to release or renew.
+    assert_eq!(
+        store.release(&key, second.token).await.unwrap(),
+        Fence::Lost
+    );
+    assert_eq!(
+        store.renew(&key, second.token, lease).await.unwrap(),
+        Fence::Lost
+    );
+}
+
+/// At the trait: a released claim lets the next claim win at once, not as
+/// a takeover.
+pub async fn release_lets_the_next_caller_in(idem: Idempotency) {
+    let store = idem.store();
+    let key = RecordKey::new(&scope("release-store"), &"k");
+    let claim = new_claim(Fingerprint::NONE, Duration::from_secs(30));
+    assert!(matches!(
+        store.claim(&key, &claim).await.unwrap(),
+        ClaimOutcome::Won { .. }
+    ));
+    assert_eq!(store.release(&key, claim.token).await.unwrap(), Fence::Held);
+    let next = new_claim(claim.fingerprint, claim.lease);
+    assert!(matches!(
+        store.claim(&key, &next).await.unwrap(),
+        ClaimOutcome::Won {
+            took_over: false,
+            ..
+        }
+    ));
+}
+
+/// At the trait: a claim on a held key reports the holder's remaining
+/// lease, by the store's clock.
+pub async fn in_progress_reports_retry_after(idem: Idempotency) {
+    let store = idem.store();
+    let key = RecordKey::new(&scope("retry-after"), &"k");
+    let claim = new_claim(Fingerprint::NONE, Duration::from_secs(10));
+    assert!(matches!(
+        store.claim(&key, &claim).await.unwrap(),
+        ClaimOutcome::Won { .. }
+    ));
+    let other = new_claim(claim.fingerprint, claim.lease);
+    let ClaimOutcome::InProgress { retry_after, .. } = store.claim(&key, &other).await.unwrap()
+    else {
+        panic!("expected in progress")
+    };
+    assert!(
+        retry_after > Duration::from_secs(8) && retry_after <= Duration::from_secs(10),
+        "{retry_after:?}"
+    );
+}
+
+/// `forget` removes a completed record and an in-progress claim (whose
+/// late completion is then fenced out); a missing key is `Ok`.
+pub async fn forget_removes_completed_and_in_progress_records(idem: Idempotency) {
+    // Completed: forgotten, the next call runs again (and the local cache,
+    // when the handle has one, forgets too).
+    let scope = scope("forget");
+    let runs = Counter::default();
+    let call = |value: u32| {
+        let runs = runs.clone();
+        idem.call(&scope, "k").run(move || async move {
+            runs.bump();
+            Ok::<_, Error>(value)
+        })
+    };
+    assert_eq!(call(1).await.unwrap(), 1);
+    assert_eq!(call(2).await.unwrap(), 1, "replayed");
+    idem.forget(&scope, "k").await.unwrap();
+    assert_eq!(call(3).await.unwrap(), 3, "ran again after forget");
+    assert_eq!(runs.get(), 2);
+
+    // In progress: forgotten, the next claim wins at once, and the old
+    // holder's completion is fenced out.
+    let store = idem.store();
+    let key = RecordKey::new(&scope, &"held");
+    let held = new_claim(Fingerprint::NONE, Duration::from_secs(60));
+    assert!(matches!(
+        store.claim(&key, &held).await.unwrap(),
+        ClaimOutcome::Won { .. }
+    ));
+    idem.forget(&scope, "held").await.unwrap();
+    let next = new_claim(Fingerprint::NONE, Duration::from_secs(60));
+    assert!(matches!(
+        store.claim(&key, &next).await.unwrap(),
+        ClaimOutcome::Won {
+            took_over: false,
+            ..
+        }
+    ));
+    let late = store
+        .complete(&key, held.token, b"late", Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(late, Fence::Lost);
+
+    // Nothing there: Ok, twice.
+    idem.forget(&scope, "never-called").await.unwrap();
+    idem.forget(&scope, "never-called").await.unwrap();
+}
