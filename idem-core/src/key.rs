@@ -6,6 +6,10 @@ use sha2::{Digest as _, Sha256};
 
 use crate::Fingerprint;
 
+mod derived;
+
+pub use derived::DerivedKey;
+
 /// A value that can be (part of) an idempotency key or a scope.
 ///
 /// Implemented for `str`, `String`, the integer types, `bool`, byte slices,

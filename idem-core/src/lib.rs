@@ -25,10 +25,10 @@ mod detach;
 mod disabled;
 mod error;
 mod fingerprint;
-mod handle;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
+mod idempotency;
 mod key;
 mod observe;
 mod policy;
@@ -45,7 +45,9 @@ pub use call::{Call, DEFAULT_LEASE, DEFAULT_TTL, Reported};
 pub use context::child_key;
 pub use error::{CodecError, Error, StoreError};
 pub use fingerprint::{Digester, Fingerprint, FingerprintError};
-pub use handle::{DEFAULT_MAX_RECORD_BYTES, Idempotency, IdempotencyBuilder, install, installed};
+pub use idempotency::{
+    DEFAULT_MAX_RECORD_BYTES, Idempotency, IdempotencyBuilder, install, installed,
+};
 pub use key::{KeyHasher, KeyPart, RecordKey, ShortKey};
 pub use observe::CallSite;
 pub use policy::{ErrorPolicy, ReleaseErrors, StoreErrorsIf, replay_errors, store_errors_if};

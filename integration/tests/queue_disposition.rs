@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use idem::queue::{Disposition, Handled, handle, with_heartbeat};
+use idem::queue::{Disposition, Processed, process, with_heartbeat};
 use idem::{Error, Idempotency, MemoryStore};
 use serde::{Deserialize, Serialize};
 
@@ -27,14 +27,14 @@ async fn bill(
     order: &str,
     amount: u64,
     outcome: Result<u64, BillingError>,
-) -> Handled<u64, BillingError> {
+) -> Processed<u64, BillingError> {
     let call = idem
         .call("billing", order)
         .fingerprint(&amount)
         .errors(idem::store_errors_if(|e: &BillingError| {
             *e == BillingError::CardDeclined
         }));
-    handle(call, || async move { outcome }).await
+    process(call, || async move { outcome }).await
 }
 
 #[tokio::test]
@@ -86,7 +86,7 @@ async fn in_progress_is_retried_after_the_holders_lease() {
         let idem = idem.clone();
         tokio::spawn(async move {
             let call = idem.call("billing", "busy").lease(Duration::from_secs(20));
-            handle(call, || async move {
+            process(call, || async move {
                 tx.send(()).unwrap();
                 done_rx.await.unwrap();
                 Ok::<u8, Error>(1)
@@ -95,7 +95,7 @@ async fn in_progress_is_retried_after_the_holders_lease() {
         })
     };
     rx.await.unwrap();
-    let busy = handle(idem.call("billing", "busy"), || async {
+    let busy = process(idem.call("billing", "busy"), || async {
         Ok::<u8, Error>(2)
     })
     .await;
@@ -130,7 +130,7 @@ async fn an_unreachable_store_is_retried_and_the_body_does_not_run() {
         );
     }
     let ran = Arc::new(AtomicUsize::new(0));
-    let refused = handle(idem.call("billing", "new-order"), || {
+    let refused = process(idem.call("billing", "new-order"), || {
         let ran = ran.clone();
         async move {
             ran.fetch_add(1, Ordering::SeqCst);
@@ -151,7 +151,7 @@ async fn the_heartbeat_beats_while_a_long_handler_runs() {
     let idem = Idempotency::new(MemoryStore::new());
     let beats = Arc::new(AtomicUsize::new(0));
     let counter = beats.clone();
-    let handled = handle(idem.call("billing", "slow"), || {
+    let processed = process(idem.call("billing", "slow"), || {
         with_heartbeat(
             async {
                 tokio::time::sleep(Duration::from_secs(65)).await;
@@ -165,11 +165,11 @@ async fn the_heartbeat_beats_while_a_long_handler_runs() {
         )
     })
     .await;
-    assert_eq!(handled.disposition, Disposition::Ack);
+    assert_eq!(processed.disposition, Disposition::Ack);
     assert_eq!(beats.load(Ordering::SeqCst), 6);
 }
 
-/// `Disposition::of` for `#[idempotent]` handlers: the error type says
+/// `Disposition::of_result` for `#[idempotent]` handlers: the error type says
 /// which errors are idem's, the policy which of its own are stored.
 #[tokio::test]
 async fn an_annotated_handlers_result_has_its_disposition() {
@@ -211,7 +211,7 @@ async fn an_annotated_handlers_result_has_its_disposition() {
         outcome
     }
 
-    let of = |out: &Result<u64, PayError>| Disposition::of(out, declined);
+    let of = |out: &Result<u64, PayError>| Disposition::of_result(out, declined);
     assert_eq!(of(&pay("p-1", 5, Ok(5)).await), Disposition::Ack);
     assert_eq!(
         of(&pay("p-1", 5, Ok(6)).await),
@@ -248,6 +248,6 @@ async fn an_annotated_handlers_result_has_its_disposition() {
         (Err(not_stored), Disposition::Ack),
     ];
     for (out, want) in cases {
-        assert_eq!(Disposition::of(&out, |_| false), want, "{out:?}");
+        assert_eq!(Disposition::of_result(&out, |_| false), want, "{out:?}");
     }
 }
