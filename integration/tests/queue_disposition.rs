@@ -251,3 +251,75 @@ async fn an_annotated_handlers_result_has_its_disposition() {
         assert_eq!(Disposition::of_result(&out, |_| false), want, "{out:?}");
     }
 }
+
+/// `Disposition::of` a call's `Reported` result: the call says itself
+/// whether the handler's error is stored, so no policy is passed again.
+#[tokio::test]
+async fn a_reported_result_says_whether_its_error_is_stored() {
+    use idem::queue::AsIdemError;
+
+    #[derive(Debug, Serialize, Deserialize)]
+    enum PayError {
+        Declined,
+        Timeout,
+        #[serde(skip)]
+        Idem(Error),
+    }
+    impl From<Error> for PayError {
+        fn from(err: Error) -> Self {
+            PayError::Idem(err)
+        }
+    }
+    impl AsIdemError for PayError {
+        fn as_idem_error(&self) -> Option<&Error> {
+            match self {
+                PayError::Idem(err) => Some(err),
+                _ => None,
+            }
+        }
+    }
+
+    let idem = Idempotency::new(MemoryStore::new());
+    let pay = |order: &'static str, outcome: Result<u8, PayError>| {
+        idem.call("pay", order)
+            .errors(idem::store_errors_if(|e: &PayError| {
+                matches!(e, PayError::Declined)
+            }))
+            .run_reported(|| async move { outcome })
+    };
+
+    let declined = pay("o-1", Err(PayError::Declined)).await;
+    assert!(declined.stored && !declined.replayed, "{declined:?}");
+    assert_eq!(Disposition::of(&declined), Disposition::Ack);
+    let replayed = pay("o-1", Ok(1)).await;
+    assert!(replayed.stored && replayed.replayed, "{replayed:?}");
+    assert!(matches!(replayed.result, Err(PayError::Declined)));
+    assert_eq!(Disposition::of(&replayed), Disposition::Ack);
+
+    let timeout = pay("o-2", Err(PayError::Timeout)).await;
+    assert!(!timeout.stored, "{timeout:?}");
+    assert!(matches!(
+        Disposition::of(&timeout),
+        Disposition::Retry { .. }
+    ));
+    let ok = pay("o-2", Ok(2)).await;
+    assert!(!ok.stored && !ok.replayed, "released: runs again");
+    assert_eq!(Disposition::of(&ok), Disposition::Ack);
+
+    let with_payload = |payload: &'static str| {
+        idem.call("pay", "o-3")
+            .fingerprint(&payload)
+            .run_reported(|| async { Ok::<u8, PayError>(3) })
+    };
+    assert_eq!(
+        Disposition::of(&with_payload("payload").await),
+        Disposition::Ack
+    );
+    let poison = with_payload("another payload").await;
+    assert!(!poison.stored, "idem's own error is never stored");
+    assert!(
+        matches!(poison.result, Err(PayError::Idem(_))),
+        "{poison:?}"
+    );
+    assert_eq!(Disposition::of(&poison), Disposition::Reject);
+}
