@@ -604,7 +604,6 @@ async fn bill_derived(name: &str, amount: u32) -> Result<u32, idem::Error> {
 /// as a 32-byte string).
 #[tokio::test]
 async fn the_derived_key_finds_records_of_earlier_releases() {
-    use idem::Store as _;
     assert_eq!(bill_derived("alice", 1200).await.unwrap(), 1200);
     let mut bytes = [0u8; 32];
     let hex = "7de74dc23c574252ade2343eab2632dd21b0abeedd106f9b8e2c6d2ccf6b4b61";
