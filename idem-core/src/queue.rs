@@ -16,7 +16,7 @@
 //! - a call run through the builder: [`process`] runs it and tells stored
 //!   errors from released ones itself; or, for an error type that
 //!   implements [`AsIdemError`], [`Disposition::of`] the
-//!   [`Reported`](crate::Reported) result of
+//!   [`Reported`] result of
 //!   [`run_reported`](crate::Call::run_reported);
 //! - an `#[idempotent]` handler whose error type implements
 //!   [`AsIdemError`]: [`Disposition::of_result`] its result, given its

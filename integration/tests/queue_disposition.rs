@@ -169,36 +169,39 @@ async fn the_heartbeat_beats_while_a_long_handler_runs() {
     assert_eq!(beats.load(Ordering::SeqCst), 6);
 }
 
+/// A payment handler's error: declined (a final answer when stored), a
+/// timeout, or idem's own.
+#[derive(Debug, Serialize, Deserialize)]
+enum PayError {
+    Declined,
+    Timeout,
+    #[serde(skip)]
+    Idem(Error),
+}
+
+impl From<Error> for PayError {
+    fn from(err: Error) -> Self {
+        PayError::Idem(err)
+    }
+}
+
+impl idem::queue::AsIdemError for PayError {
+    fn as_idem_error(&self) -> Option<&Error> {
+        match self {
+            PayError::Idem(err) => Some(err),
+            _ => None,
+        }
+    }
+}
+
+fn declined(err: &PayError) -> bool {
+    matches!(err, PayError::Declined)
+}
+
 /// `Disposition::of_result` for `#[idempotent]` handlers: the error type says
 /// which errors are idem's, the policy which of its own are stored.
 #[tokio::test]
 async fn an_annotated_handlers_result_has_its_disposition() {
-    use idem::queue::AsIdemError;
-
-    #[derive(Debug, Serialize, Deserialize)]
-    enum PayError {
-        Declined,
-        Timeout,
-        #[serde(skip)]
-        Idem(Error),
-    }
-    impl From<Error> for PayError {
-        fn from(err: Error) -> Self {
-            PayError::Idem(err)
-        }
-    }
-    impl AsIdemError for PayError {
-        fn as_idem_error(&self) -> Option<&Error> {
-            match self {
-                PayError::Idem(err) => Some(err),
-                _ => None,
-            }
-        }
-    }
-    fn declined(err: &PayError) -> bool {
-        matches!(err, PayError::Declined)
-    }
-
     static IDEM: std::sync::LazyLock<Idempotency> =
         std::sync::LazyLock::new(|| Idempotency::new(MemoryStore::new()));
 
@@ -256,35 +259,10 @@ async fn an_annotated_handlers_result_has_its_disposition() {
 /// whether the handler's error is stored, so no policy is passed again.
 #[tokio::test]
 async fn a_reported_result_says_whether_its_error_is_stored() {
-    use idem::queue::AsIdemError;
-
-    #[derive(Debug, Serialize, Deserialize)]
-    enum PayError {
-        Declined,
-        Timeout,
-        #[serde(skip)]
-        Idem(Error),
-    }
-    impl From<Error> for PayError {
-        fn from(err: Error) -> Self {
-            PayError::Idem(err)
-        }
-    }
-    impl AsIdemError for PayError {
-        fn as_idem_error(&self) -> Option<&Error> {
-            match self {
-                PayError::Idem(err) => Some(err),
-                _ => None,
-            }
-        }
-    }
-
     let idem = Idempotency::new(MemoryStore::new());
     let pay = |order: &'static str, outcome: Result<u8, PayError>| {
         idem.call("pay", order)
-            .errors(idem::store_errors_if(|e: &PayError| {
-                matches!(e, PayError::Declined)
-            }))
+            .errors(idem::store_errors_if(declined))
             .run_reported(|| async move { outcome })
     };
 

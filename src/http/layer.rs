@@ -23,7 +23,7 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 2 << 20;
 /// (bodies grow by at most a third in the record).
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 
-/// A tower [`Layer`] that makes the unsafe requests of an axum router
+/// A tower [`Layer`](tower::Layer) that makes the unsafe requests of an axum router
 /// idempotent, after the IETF draft "The Idempotency-Key HTTP Header Field".
 ///
 /// For each request whose method is one of [`methods`](Self::methods)
