@@ -116,23 +116,26 @@
 //! ### not-configured
 //! 500: no idempotency store is configured.
 
+mod answers;
+mod defaults;
 mod flights;
 mod key;
 mod layer;
 mod principal;
 mod request;
 mod run_times;
+mod scope;
+mod service;
 mod stored;
 mod tee;
 
+pub use defaults::{captured_by_default, stores_by_default};
 #[doc(inline)]
 pub use idem_core::http::{PROBLEM_TYPE_BASE, Problem};
 pub use key::{
     IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, IDEMPOTENT_STORED, IdempotencyKey, MAX_KEY_BYTES,
 };
-pub use layer::{
-    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, IdempotencyLayer, IdempotencyService,
-    captured_by_default, stores_by_default,
-};
+pub use layer::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, IdempotencyLayer};
+pub use service::IdempotencyService;
 #[doc(hidden)]
 pub use stored::fuzz_stored_response;

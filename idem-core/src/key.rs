@@ -11,6 +11,10 @@ pub(crate) mod part;
 pub(crate) use part::KeyPart;
 pub(crate) use part::describe;
 
+mod derived;
+
+pub use derived::DerivedKey;
+
 /// The streaming hasher a [`KeyPart`] writes into.
 ///
 /// ```

@@ -25,10 +25,10 @@ mod detach;
 mod disabled;
 mod error;
 pub mod fingerprint;
-mod handle;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
+mod idempotency;
 pub mod key;
 mod observe;
 mod policy;
@@ -43,7 +43,9 @@ pub mod admin;
 pub use call::{Call, DEFAULT_LEASE, DEFAULT_TTL, Reported};
 pub use context::child_key;
 pub use error::{CodecError, Error, StoreError};
-pub use handle::{DEFAULT_MAX_RECORD_BYTES, Idempotency, IdempotencyBuilder, install, installed};
+pub use idempotency::{
+    DEFAULT_MAX_RECORD_BYTES, Idempotency, IdempotencyBuilder, install, installed,
+};
 pub use key::part::KeyPart;
 pub use observe::CallSite;
 pub use policy::{ErrorPolicy, ReleaseErrors, StoreErrorsIf, replay_errors, store_errors_if};

@@ -11,11 +11,21 @@ use crate::record::{self, Outcome};
 /// Chosen with [`Call::errors`](crate::Call::errors): [`ReleaseErrors`] (the
 /// default), or [`StoreErrorsIf`] built by [`replay_errors`] or
 /// [`store_errors_if`].
+///
+/// ```
+/// use idem::ErrorPolicy;
+/// #[derive(Debug, serde::Serialize, serde::Deserialize)]
+/// enum PayError { Declined, Timeout }
+/// let policy = idem::store_errors_if(|e: &PayError| matches!(e, PayError::Declined));
+/// assert!(policy.record(&PayError::Declined, 1 << 20).is_some());
+/// assert!(policy.record(&PayError::Timeout, 1 << 20).is_none());
+/// assert!(ErrorPolicy::<PayError>::record(&idem::ReleaseErrors, &PayError::Declined, 1 << 20).is_none());
+/// ```
 pub trait ErrorPolicy<E> {
-    /// Whether this error is stored and replayed to duplicates.
-    fn stores(&self, error: &E) -> bool;
-    /// Encodes a stored error as a record.
-    fn encode(&self, error: &E, limit: usize) -> Result<Vec<u8>, CodecError>;
+    /// The record that stores this error for duplicates (encoded within
+    /// `limit` bytes, or why it cannot be), or `None` when the error is
+    /// released so that a retry runs the body again.
+    fn record(&self, error: &E, limit: usize) -> Option<Result<Vec<u8>, CodecError>>;
     /// Decodes a stored error.
     fn decode(&self, record: &[u8]) -> Result<E, CodecError>;
 }
@@ -35,23 +45,14 @@ pub trait ErrorPolicy<E> {
 pub struct ReleaseErrors;
 
 impl<E> ErrorPolicy<E> for ReleaseErrors {
-    fn stores(&self, _: &E) -> bool {
-        false
-    }
-    fn encode(&self, _: &E, _: usize) -> Result<Vec<u8>, CodecError> {
-        unreachable_policy()
+    fn record(&self, _: &E, _: usize) -> Option<Result<Vec<u8>, CodecError>> {
+        None
     }
     fn decode(&self, record: &[u8]) -> Result<E, CodecError> {
         Err(CodecError::ErrorNotReplayable(
             record::parse(record)?.type_name.to_owned(),
         ))
     }
-}
-
-fn unreachable_policy() -> Result<Vec<u8>, CodecError> {
-    Err(CodecError::Corrupt(
-        "a releasing policy was asked to store an error",
-    ))
 }
 
 /// Stores the errors for which the predicate answers `true`; the rest are
@@ -97,13 +98,20 @@ where
     E: Serialize + DeserializeOwned,
     F: Fn(&E) -> bool,
 {
-    fn stores(&self, error: &E) -> bool {
-        (self.0)(error)
-    }
-    fn encode(&self, error: &E, limit: usize) -> Result<Vec<u8>, CodecError> {
-        record::encode(Outcome::Err, error, limit)
+    fn record(&self, error: &E, limit: usize) -> Option<Result<Vec<u8>, CodecError>> {
+        (self.0)(error).then(|| encode_error(error, limit))
     }
     fn decode(&self, record: &[u8]) -> Result<E, CodecError> {
-        record::parse(record)?.decode()
+        decode_error(record)
     }
+}
+
+/// A stored error's record.
+pub(crate) fn encode_error<E: Serialize>(error: &E, limit: usize) -> Result<Vec<u8>, CodecError> {
+    record::encode(Outcome::Err, error, limit)
+}
+
+/// A stored error, decoded from its record.
+pub(crate) fn decode_error<E: DeserializeOwned>(record: &[u8]) -> Result<E, CodecError> {
+    record::parse(record)?.decode()
 }

@@ -26,16 +26,27 @@ use core::ops::Deref;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use crate::call::Failed;
 pub use crate::call_site;
+pub use crate::key::DerivedKey;
 pub use crate::observe::SiteLabels;
 use crate::{
     Call, CodecError, Digester, ErrorPolicy, Fingerprint, FingerprintError, KeyHasher, KeyPart,
+    Reported,
 };
 pub use crate::{Error, Idempotency, installed, replay_errors};
 
 /// The derived key and fingerprint: one digest part per parameter. The
 /// first failure is kept and reported by `finish`, so each parameter is one
 /// statement carrying its own span.
+///
+/// ```
+/// use idem::__private::ParamDigest;
+/// let mut digest = ParamDigest::new();
+/// digest.param(&"alice");
+/// let derived = digest.finish().unwrap();
+/// assert_eq!(derived.fingerprint, idem::fingerprint::Fingerprint::of(&"alice").unwrap());
+/// ```
 pub struct ParamDigest {
     digester: Digester,
     failed: Option<FingerprintError>,
@@ -56,12 +67,25 @@ impl ParamDigest {
         }
     }
 
-    pub fn finish(self) -> Result<Fingerprint, Error> {
+    pub fn finish(self) -> Result<Derived, Error> {
         match self.failed {
-            None => Ok(self.digester.finish()),
+            None => {
+                let fingerprint = self.digester.finish();
+                Ok(Derived {
+                    key: DerivedKey::from(fingerprint),
+                    fingerprint,
+                })
+            }
             Some(err) => Err(Error::Codec(err.into())),
         }
     }
+}
+
+/// What `ParamDigest` derives from the parameters: the key when no
+/// `key = …` is given, and the fingerprint when no `fingerprint = …` is.
+pub struct Derived {
+    pub key: DerivedKey,
+    pub fingerprint: Fingerprint,
 }
 
 /// What `store = …` accepts: an `Idempotency`, or anything that derefs to
@@ -91,7 +115,8 @@ where
     }
 }
 
-pub fn handle<H: AsHandle + ?Sized>(handle: &H) -> &Idempotency {
+/// `store = …`, as the `Idempotency` the call runs on.
+pub fn idempotency<H: AsHandle + ?Sized>(handle: &H) -> &Idempotency {
     handle.as_handle()
 }
 
@@ -236,19 +261,6 @@ pub fn error_type<E: IdempotentError>() -> ErrorType<E> {
     ErrorType { from_idem: E::from }
 }
 
-/// An `Err` inside the runtime: the body's own, or idem's, converted by
-/// `ErrorType` once the call is over.
-pub enum Caught<E> {
-    Body(E),
-    Idem(Error),
-}
-
-impl<E> From<Error> for Caught<E> {
-    fn from(error: Error) -> Self {
-        Caught::Idem(error)
-    }
-}
-
 /// Runs the body of an `#[idempotent]` fn. The macro names `R` and `T`
 /// with the user's tokens and spans the call there, so an unmet bound is
 /// reported at the user's type, once. An async fn's future carries its
@@ -257,24 +269,32 @@ pub async fn run<R, T, E, P, F, Fut>(call: Call<P>, errors: ErrorType<E>, body: 
 where
     R: IdempotentReturn<Ok = T, Err = E>,
     T: StoredOk + ReplayedOk,
-    P: ErrorPolicy<Caught<E>>,
+    P: ErrorPolicy<E>,
     F: FnOnce() -> Fut,
     Fut: Future<Output = R>,
 {
-    // On the protocol's future directly, as `Call::run` is, so the
-    // attribute adds no async layer (and no copy of its state) to the
-    // builder's path.
-    let inner = call.inner();
-    let result = call
-        .on_handle(&inner, move || async move {
-            body().await.into_result().map_err(Caught::Body)
-        })
-        .await
-        .result;
-    R::from_result(result.map_err(|caught| match caught {
-        Caught::Body(error) => error,
-        Caught::Idem(error) => (errors.from_idem)(error),
-    }))
+    let ran = call
+        .execute(move || async move { body().await.into_result() })
+        .await;
+    R::from_result(
+        ran.result
+            .map_err(|failed| failed.into_error(errors.from_idem)),
+    )
+}
+
+/// Runs a call with the body's errors kept apart from idem's, and tells
+/// whether the result was replayed (for the facade's HTTP layer).
+pub fn run_apart<P, T, E, F, Fut>(
+    call: Call<P>,
+    body: F,
+) -> impl Future<Output = Reported<Result<T, Failed<E>>>>
+where
+    T: Serialize + DeserializeOwned,
+    P: ErrorPolicy<E>,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    call.execute(body)
 }
 
 /// As [`run`], on a task of its own (`#[idempotent(detach)]`): the body
@@ -284,7 +304,7 @@ where
     R: IdempotentReturn<Ok = T, Err = E> + Send + 'static,
     T: StoredOk + ReplayedOk + Send + 'static,
     E: Send + 'static,
-    P: ErrorPolicy<Caught<E>> + Send + 'static,
+    P: ErrorPolicy<E> + Send + 'static,
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = R> + Send + 'static,
 {
@@ -310,21 +330,12 @@ pub struct CheckedPolicy<E> {
     decode: fn(&[u8]) -> Result<E, CodecError>,
 }
 
-impl<E> ErrorPolicy<Caught<E>> for CheckedPolicy<E> {
-    fn stores(&self, error: &Caught<E>) -> bool {
-        match error {
-            Caught::Body(error) => (self.stores)(error),
-            Caught::Idem(_) => false,
-        }
+impl<E> ErrorPolicy<E> for CheckedPolicy<E> {
+    fn record(&self, error: &E, limit: usize) -> Option<Result<Vec<u8>, CodecError>> {
+        (self.stores)(error).then(|| (self.encode)(error, limit))
     }
-    fn encode(&self, error: &Caught<E>, limit: usize) -> Result<Vec<u8>, CodecError> {
-        match error {
-            Caught::Body(error) => (self.encode)(error, limit),
-            Caught::Idem(_) => Err(CodecError::Corrupt("idem's own errors are never stored")),
-        }
-    }
-    fn decode(&self, record: &[u8]) -> Result<Caught<E>, CodecError> {
-        (self.decode)(record).map(Caught::Body)
+    fn decode(&self, record: &[u8]) -> Result<E, CodecError> {
+        (self.decode)(record)
     }
 }
 
@@ -337,8 +348,8 @@ pub fn replay<E: StoredError + ReplayedError>() -> CheckedPolicy<E> {
 pub fn store_if<E: StoredError + ReplayedError>(predicate: fn(&E) -> bool) -> CheckedPolicy<E> {
     CheckedPolicy {
         stores: predicate,
-        encode: |error, limit| ErrorPolicy::<E>::encode(&replay_errors::<E>(), error, limit),
-        decode: |record| ErrorPolicy::<E>::decode(&replay_errors::<E>(), record),
+        encode: crate::policy::encode_error::<E>,
+        decode: crate::policy::decode_error::<E>,
     }
 }
 
@@ -424,10 +435,10 @@ mod tests {
         let idem = Idempotency::new(Memory);
         let arc = Arc::new(idem.clone());
         let by_ref = &idem;
-        let _: &Idempotency = handle(&idem);
-        let _: &Idempotency = handle(&arc);
-        let _: &Idempotency = handle(&by_ref);
-        let _: &Idempotency = handle(&STATIC);
-        let _: &Idempotency = handle(&Box::new(arc));
+        let _: &Idempotency = idempotency(&idem);
+        let _: &Idempotency = idempotency(&arc);
+        let _: &Idempotency = idempotency(&by_ref);
+        let _: &Idempotency = idempotency(&STATIC);
+        let _: &Idempotency = idempotency(&Box::new(arc));
     }
 }

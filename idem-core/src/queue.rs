@@ -13,10 +13,14 @@
 //!
 //! Three ways in:
 //!
-//! - an `#[idempotent]` handler whose error type implements [`AsIdemError`]:
-//!   [`Disposition::of`] its result;
-//! - a call run through the builder: [`handle`] runs it and tells stored
-//!   errors from released ones itself;
+//! - a call run through the builder: [`process`] runs it and tells stored
+//!   errors from released ones itself; or, for an error type that
+//!   implements [`AsIdemError`], [`Disposition::of`] the
+//!   [`Reported`] result of
+//!   [`run_reported`](crate::Call::run_reported);
+//! - an `#[idempotent]` handler whose error type implements
+//!   [`AsIdemError`]: [`Disposition::of_result`] its result, given its
+//!   `errors` policy (the fn returns only the result);
 //! - idem's own error alone: [`Disposition::of_error`].
 //!
 //! While a long handler runs, its call renews the claim's lease;
@@ -52,18 +56,18 @@
 //! // 10 s (`message.ack_with(AckKind::Progress)` on JetStream) meanwhile.
 //! let out = with_heartbeat(bill("order-42", 1200), Duration::from_secs(10), || async {}).await;
 //! // `errors = "release"` (the default) stores no error: `|_| false`.
-//! assert_eq!(Disposition::of(&out, |_| false), Disposition::Ack);
+//! assert_eq!(Disposition::of_result(&out, |_| false), Disposition::Ack);
 //! let dup = bill("order-42", 999).await; // same id, other payload
-//! assert_eq!(Disposition::of(&dup, |_| false), Disposition::Reject);
+//! assert_eq!(Disposition::of_result(&dup, |_| false), Disposition::Reject);
 //! # }
 //! ```
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::{Call, CodecError, Error, ErrorPolicy};
+use crate::call::Failed;
+use crate::{Call, CodecError, Error, ErrorPolicy, Reported};
 
 /// How long a released error or a store failure waits before redelivery.
 ///
@@ -102,18 +106,46 @@ pub enum Disposition {
 }
 
 impl Disposition {
-    /// The disposition of an `#[idempotent]` handler's result. `stored`
-    /// is the handler's `errors` policy: `|_| false` for `"release"` (the
-    /// default), `|_| true` for `"replay"`, or the predicate given as
-    /// `errors = path`; a stored error is a final answer, so it is acked.
+    /// The disposition of a call's reported result: a body's error is
+    /// acked when it is [stored](Reported::stored) (a final answer), and
+    /// retried when it is released; idem's own errors (found through
+    /// [`AsIdemError`]) as [`of_error`](Disposition::of_error).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use idem::queue::Disposition;
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let out = idem
+    ///     .call("billing", "order-7")
+    ///     .fingerprint(&"payload")
+    ///     .run_reported(|| async { Ok::<_, idem::Error>(7u8) })
+    ///     .await;
+    /// assert_eq!(Disposition::of(&out), Disposition::Ack);
+    /// let dup = idem
+    ///     .call("billing", "order-7")
+    ///     .fingerprint(&"other payload")
+    ///     .run_reported(|| async { Ok::<_, idem::Error>(8u8) })
+    ///     .await;
+    /// assert_eq!(Disposition::of(&dup), Disposition::Reject);
+    /// # }
+    /// ```
+    pub fn of<T, E: AsIdemError>(reported: &Reported<Result<T, E>>) -> Disposition {
+        Disposition::of_result(&reported.result, |_| reported.stored)
+    }
+
+    /// The disposition of an `#[idempotent]` handler's result, which
+    /// carries no report: `stored` is the handler's `errors` policy,
+    /// `|_| false` for `"release"` (the default), `|_| true` for
+    /// `"replay"`, or the predicate given as `errors = path`; a stored
+    /// error is a final answer, so it is acked.
     ///
     /// ```
     /// use idem::{Error, queue::Disposition};
     /// let busy: Result<(), Error> = Err(Error::NotConfigured);
-    /// assert!(matches!(Disposition::of(&busy, |_| false), Disposition::Retry { .. }));
-    /// assert_eq!(Disposition::of(&Ok::<_, Error>(1), |_| false), Disposition::Ack);
+    /// assert!(matches!(Disposition::of_result(&busy, |_| false), Disposition::Retry { .. }));
+    /// assert_eq!(Disposition::of_result(&Ok::<_, Error>(1), |_| false), Disposition::Ack);
     /// ```
-    pub fn of<T, E: AsIdemError>(
+    pub fn of_result<T, E: AsIdemError>(
         result: &Result<T, E>,
         stored: impl FnOnce(&E) -> bool,
     ) -> Disposition {
@@ -121,11 +153,19 @@ impl Disposition {
             Ok(_) => Disposition::Ack,
             Err(err) => match err.as_idem_error() {
                 Some(err) => Disposition::of_error(err),
-                None if stored(err) => Disposition::Ack,
-                None => Disposition::Retry {
-                    after: DEFAULT_RETRY_AFTER,
-                },
+                None => Disposition::of_body_error(stored(err)),
             },
+        }
+    }
+
+    /// A handler's own error: final when stored, retried when released.
+    fn of_body_error(stored: bool) -> Disposition {
+        if stored {
+            Disposition::Ack
+        } else {
+            Disposition::Retry {
+                after: DEFAULT_RETRY_AFTER,
+            }
         }
     }
 
@@ -194,20 +234,20 @@ impl AsIdemError for Box<dyn std::error::Error + Send + Sync> {
     }
 }
 
-/// A handler's result and what to tell the broker. Made by [`handle`].
+/// A handler's result and what to tell the broker. Made by [`process`].
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
-/// let handled = idem::queue::handle(idem.call("billing", "order-7"), || async {
+/// let processed = idem::queue::process(idem.call("billing", "order-7"), || async {
 ///     Ok::<_, idem::Error>(7)
 /// })
 /// .await;
-/// assert_eq!(handled.result.unwrap(), 7);
+/// assert_eq!(processed.result.unwrap(), 7);
 /// # }
 /// ```
 #[derive(Debug)]
-pub struct Handled<T, E> {
+pub struct Processed<T, E> {
     /// The handler's result, its own or replayed.
     pub result: Result<T, E>,
     /// What to tell the broker.
@@ -216,24 +256,24 @@ pub struct Handled<T, E> {
 
 /// Runs `body` as `call` would and maps the outcome to a [`Disposition`],
 /// telling a stored error (replayed or not: `Ack`) from a released one
-/// (`Retry`) by the call's own policy; `E` need not implement
+/// (`Retry`) by what the call did with it; `E` need not implement
 /// [`AsIdemError`]. Wrap the body in [`with_heartbeat`] to extend the
 /// broker's ack deadline while it runs.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::time::Duration;
-/// use idem::queue::{Disposition, handle, with_heartbeat};
+/// use idem::queue::{Disposition, process, with_heartbeat};
 /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
 /// let charge = || async { Ok::<_, idem::Error>(String::from("charged")) };
-/// let handled = handle(idem.call("billing", "order-42"), || {
+/// let processed = process(idem.call("billing", "order-42"), || {
 ///     with_heartbeat(charge(), Duration::from_secs(10), || async { /* in-progress ack */ })
 /// })
 /// .await;
-/// assert_eq!(handled.disposition, Disposition::Ack);
+/// assert_eq!(processed.disposition, Disposition::Ack);
 /// # }
 /// ```
-pub async fn handle<P, T, E, F, Fut>(call: Call<P>, body: F) -> Handled<T, E>
+pub async fn process<P, T, E, F, Fut>(call: Call<P>, body: F) -> Processed<T, E>
 where
     P: ErrorPolicy<E>,
     T: Serialize + DeserializeOwned,
@@ -241,30 +281,14 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    let call = call.map_policy(|policy| QueuePolicy(Arc::new(policy)));
-    let policy = Arc::clone(&call.policy().0);
-    let reported = call
-        .run_reported(|| async move { body().await.map_err(Failure::App) })
-        .await;
-    let (result, disposition) = match reported.result {
-        Ok(value) => (Ok(value), Disposition::Ack),
-        Err(Failure::Idem(err)) => {
-            let disposition = Disposition::of_error(&err);
-            (Err(E::from(err)), disposition)
-        }
-        Err(Failure::App { error, stored }) => {
-            let disposition = if stored || reported.replayed || policy.stores(&error) {
-                Disposition::Ack
-            } else {
-                Disposition::Retry {
-                    after: DEFAULT_RETRY_AFTER,
-                }
-            };
-            (Err(error), disposition)
-        }
+    let ran = call.execute(body).await;
+    let disposition = match &ran.result {
+        Ok(_) => Disposition::Ack,
+        Err(Failed::Idem(err)) => Disposition::of_error(err),
+        Err(Failed::Body { stored, .. }) => Disposition::of_body_error(*stored),
     };
-    Handled {
-        result,
+    Processed {
+        result: ran.converted(E::from).result,
         disposition,
     }
 }
@@ -303,53 +327,5 @@ where
             out = &mut body => return out,
             () = tokio::time::sleep(every) => beat().await,
         }
-    }
-}
-
-/// The handler's error, or idem's own, kept apart so the disposition can
-/// tell them apart.
-enum Failure<E> {
-    Idem(Error),
-    App { error: E, stored: bool },
-}
-
-impl<E> Failure<E> {
-    #[allow(non_snake_case)]
-    fn App(error: E) -> Self {
-        Failure::App {
-            error,
-            stored: false,
-        }
-    }
-}
-
-impl<E> From<Error> for Failure<E> {
-    fn from(err: Error) -> Self {
-        Failure::Idem(err)
-    }
-}
-
-/// The handler's policy, applied to its own errors; idem's are never
-/// stored.
-struct QueuePolicy<P>(Arc<P>);
-
-impl<E, P: ErrorPolicy<E>> ErrorPolicy<Failure<E>> for QueuePolicy<P> {
-    fn stores(&self, failure: &Failure<E>) -> bool {
-        match failure {
-            Failure::App { error, .. } => self.0.stores(error),
-            Failure::Idem(_) => false,
-        }
-    }
-    fn encode(&self, failure: &Failure<E>, limit: usize) -> Result<Vec<u8>, CodecError> {
-        match failure {
-            Failure::App { error, .. } => self.0.encode(error, limit),
-            Failure::Idem(_) => Err(CodecError::Corrupt("idem's own errors are never stored")),
-        }
-    }
-    fn decode(&self, record: &[u8]) -> Result<Failure<E>, CodecError> {
-        self.0.decode(record).map(|error| Failure::App {
-            error,
-            stored: true,
-        })
     }
 }

@@ -15,7 +15,7 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::handle::Inner;
+use crate::idempotency::Inner;
 use crate::observe::Step;
 use crate::{CallSite, Fence, RecordKey, Store, Token};
 

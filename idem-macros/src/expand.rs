@@ -103,7 +103,7 @@ fn gen_store(model: &Model<'_>) -> TokenStream {
     let private = &model.private;
     match &model.args.store {
         Some(store) => {
-            let call = spans::respan(quote!(#private::handle), SpanRange::of(store).first);
+            let call = spans::respan(quote!(#private::idempotency), SpanRange::of(store).first);
             let store = spans::parenthesized(store);
             quote!(#call(#store))
         }
@@ -138,7 +138,7 @@ fn gen_call(model: &Model<'_>, errors: TokenStream) -> TokenStream {
     };
     let key = match &args.key {
         Some(key) => key_part(private, key),
-        None => quote!(__idem_digest),
+        None => quote!(__idem_digest.key),
     };
     let fingerprint = gen_fingerprint(model);
     let durations = gen_durations(private, args);
@@ -171,7 +171,7 @@ fn gen_fingerprint(model: &Model<'_>) -> TokenStream {
                 })
             }
         }
-        None => quote!(.fingerprint_digest(__idem_digest)),
+        None => quote!(.fingerprint_digest(__idem_digest.fingerprint)),
     }
 }
 

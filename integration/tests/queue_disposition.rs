@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use idem::queue::{Disposition, Handled, handle, with_heartbeat};
+use idem::queue::{Disposition, Processed, process, with_heartbeat};
 use idem::{Error, Idempotency, MemoryStore};
 use serde::{Deserialize, Serialize};
 
@@ -29,14 +29,14 @@ async fn bill(
     order: &str,
     amount: u64,
     outcome: Result<u64, BillingError>,
-) -> Handled<u64, BillingError> {
+) -> Processed<u64, BillingError> {
     let call = idem
         .call("billing", order)
         .fingerprint(&amount)
         .errors(idem::store_errors_if(|e: &BillingError| {
             *e == BillingError::CardDeclined
         }));
-    handle(call, || async move { outcome }).await
+    process(call, || async move { outcome }).await
 }
 
 #[tokio::test]
@@ -88,7 +88,7 @@ async fn in_progress_is_retried_after_the_holders_lease() {
         let idem = idem.clone();
         tokio::spawn(async move {
             let call = idem.call("billing", "busy").lease(Duration::from_secs(20));
-            handle(call, || async move {
+            process(call, || async move {
                 tx.send(()).unwrap();
                 done_rx.await.unwrap();
                 Ok::<u8, Error>(1)
@@ -97,7 +97,7 @@ async fn in_progress_is_retried_after_the_holders_lease() {
         })
     };
     rx.await.unwrap();
-    let busy = handle(idem.call("billing", "busy"), || async {
+    let busy = process(idem.call("billing", "busy"), || async {
         Ok::<u8, Error>(2)
     })
     .await;
@@ -132,7 +132,7 @@ async fn an_unreachable_store_is_retried_and_the_body_does_not_run() {
         );
     }
     let ran = Arc::new(AtomicUsize::new(0));
-    let refused = handle(idem.call("billing", "new-order"), || {
+    let refused = process(idem.call("billing", "new-order"), || {
         let ran = ran.clone();
         async move {
             ran.fetch_add(1, Ordering::SeqCst);
@@ -153,7 +153,7 @@ async fn the_heartbeat_beats_while_a_long_handler_runs() {
     let idem = Idempotency::new(MemoryStore::new());
     let beats = Arc::new(AtomicUsize::new(0));
     let counter = beats.clone();
-    let handled = handle(idem.call("billing", "slow"), || {
+    let processed = process(idem.call("billing", "slow"), || {
         with_heartbeat(
             async {
                 tokio::time::sleep(Duration::from_secs(65)).await;
@@ -167,40 +167,43 @@ async fn the_heartbeat_beats_while_a_long_handler_runs() {
         )
     })
     .await;
-    assert_eq!(handled.disposition, Disposition::Ack);
+    assert_eq!(processed.disposition, Disposition::Ack);
     assert_eq!(beats.load(Ordering::SeqCst), 6);
 }
 
-/// `Disposition::of` for `#[idempotent]` handlers: the error type says
+/// A payment handler's error: declined (a final answer when stored), a
+/// timeout, or idem's own.
+#[derive(Debug, Serialize, Deserialize)]
+enum PayError {
+    Declined,
+    Timeout,
+    #[serde(skip)]
+    Idem(Error),
+}
+
+impl From<Error> for PayError {
+    fn from(err: Error) -> Self {
+        PayError::Idem(err)
+    }
+}
+
+impl idem::queue::AsIdemError for PayError {
+    fn as_idem_error(&self) -> Option<&Error> {
+        match self {
+            PayError::Idem(err) => Some(err),
+            _ => None,
+        }
+    }
+}
+
+fn declined(err: &PayError) -> bool {
+    matches!(err, PayError::Declined)
+}
+
+/// `Disposition::of_result` for `#[idempotent]` handlers: the error type says
 /// which errors are idem's, the policy which of its own are stored.
 #[tokio::test]
 async fn an_annotated_handlers_result_has_its_disposition() {
-    use idem::queue::AsIdemError;
-
-    #[derive(Debug, Serialize, Deserialize)]
-    enum PayError {
-        Declined,
-        Timeout,
-        #[serde(skip)]
-        Idem(Error),
-    }
-    impl From<Error> for PayError {
-        fn from(err: Error) -> Self {
-            PayError::Idem(err)
-        }
-    }
-    impl AsIdemError for PayError {
-        fn as_idem_error(&self) -> Option<&Error> {
-            match self {
-                PayError::Idem(err) => Some(err),
-                _ => None,
-            }
-        }
-    }
-    fn declined(err: &PayError) -> bool {
-        matches!(err, PayError::Declined)
-    }
-
     static IDEM: std::sync::LazyLock<Idempotency> =
         std::sync::LazyLock::new(|| Idempotency::new(MemoryStore::new()));
 
@@ -213,7 +216,7 @@ async fn an_annotated_handlers_result_has_its_disposition() {
         outcome
     }
 
-    let of = |out: &Result<u64, PayError>| Disposition::of(out, declined);
+    let of = |out: &Result<u64, PayError>| Disposition::of_result(out, declined);
     assert_eq!(of(&pay("p-1", 5, Ok(5)).await), Disposition::Ack);
     assert_eq!(
         of(&pay("p-1", 5, Ok(6)).await),
@@ -250,6 +253,53 @@ async fn an_annotated_handlers_result_has_its_disposition() {
         (Err(not_stored), Disposition::Ack),
     ];
     for (out, want) in cases {
-        assert_eq!(Disposition::of(&out, |_| false), want, "{out:?}");
+        assert_eq!(Disposition::of_result(&out, |_| false), want, "{out:?}");
     }
+}
+
+/// `Disposition::of` a call's `Reported` result: the call says itself
+/// whether the handler's error is stored, so no policy is passed again.
+#[tokio::test]
+async fn a_reported_result_says_whether_its_error_is_stored() {
+    let idem = Idempotency::new(MemoryStore::new());
+    let pay = |order: &'static str, outcome: Result<u8, PayError>| {
+        idem.call("pay", order)
+            .errors(idem::store_errors_if(declined))
+            .run_reported(|| async move { outcome })
+    };
+
+    let declined = pay("o-1", Err(PayError::Declined)).await;
+    assert!(declined.stored && !declined.replayed, "{declined:?}");
+    assert_eq!(Disposition::of(&declined), Disposition::Ack);
+    let replayed = pay("o-1", Ok(1)).await;
+    assert!(replayed.stored && replayed.replayed, "{replayed:?}");
+    assert!(matches!(replayed.result, Err(PayError::Declined)));
+    assert_eq!(Disposition::of(&replayed), Disposition::Ack);
+
+    let timeout = pay("o-2", Err(PayError::Timeout)).await;
+    assert!(!timeout.stored, "{timeout:?}");
+    assert!(matches!(
+        Disposition::of(&timeout),
+        Disposition::Retry { .. }
+    ));
+    let ok = pay("o-2", Ok(2)).await;
+    assert!(!ok.stored && !ok.replayed, "released: runs again");
+    assert_eq!(Disposition::of(&ok), Disposition::Ack);
+
+    let with_payload = |payload: &'static str| {
+        idem.call("pay", "o-3")
+            .fingerprint(&payload)
+            .run_reported(|| async { Ok::<u8, PayError>(3) })
+    };
+    assert_eq!(
+        Disposition::of(&with_payload("payload").await),
+        Disposition::Ack
+    );
+    let poison = with_payload("another payload").await;
+    assert!(!poison.stored, "idem's own error is never stored");
+    assert!(
+        matches!(poison.result, Err(PayError::Idem(_))),
+        "{poison:?}"
+    );
+    assert_eq!(Disposition::of(&poison), Disposition::Reject);
 }

@@ -370,7 +370,7 @@ async fn a_poison_message_is_terminated_not_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_handler_keeps_its_message_and_its_claim() {
     use futures::StreamExt;
-    use idem::queue::{Disposition, handle, with_heartbeat};
+    use idem::queue::{Disposition, process, with_heartbeat};
 
     let (nats_url, _nats_child) = nats().await;
     let id = format!("{:08x}", idem::store::Token::random().to_u128() as u32);
@@ -413,7 +413,7 @@ async fn a_slow_handler_keeps_its_message_and_its_claim() {
         let idem = idem.clone();
         async move {
             let call = idem.call("billing", "order-1").lease(lease);
-            handle(call, || {
+            process(call, || {
                 with_heartbeat(
                     async {
                         started_tx.send(()).unwrap();
@@ -438,7 +438,7 @@ async fn a_slow_handler_keeps_its_message_and_its_claim() {
         // Well past the ack wait and the lease: no redelivery, no takeover.
         tokio::time::sleep(ack_wait * 2).await;
         let redelivered = tokio::time::timeout(Duration::from_millis(500), messages.next()).await;
-        let dup = handle(idem.call("billing", "order-1").lease(lease), || async {
+        let dup = process(idem.call("billing", "order-1").lease(lease), || async {
             Ok::<_, idem::Error>(2u8)
         })
         .await;

@@ -1,25 +1,16 @@
 //! `IdempotencyLayer`: claim, run, store and replay whole HTTP responses.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::request::Parts;
-use axum::http::{HeaderName, Method, Request, Response, StatusCode, header, response};
-use bytes::Bytes;
-use tower::{Layer, Service};
+use axum::http::{HeaderName, Method, StatusCode, header, response};
 
+use crate::http::defaults::{captured_by_default, stores_by_default};
 use crate::http::flights::Flights;
 use crate::http::principal::PrincipalRule;
-use crate::http::request;
 use crate::http::run_times::RunTimes;
 use crate::{DEFAULT_TTL, Idempotency};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type StoreStatus = dyn Fn(StatusCode) -> bool + Send + Sync;
 type Capture = dyn Fn(&str, &response::Parts) -> bool + Send + Sync;
 
@@ -32,7 +23,7 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 2 << 20;
 /// (bodies grow by at most a third in the record).
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 
-/// A tower [`Layer`] that makes the unsafe requests of an axum router
+/// A tower [`Layer`](tower::Layer) that makes the unsafe requests of an axum router
 /// idempotent, after the IETF draft "The Idempotency-Key HTTP Header Field".
 ///
 /// For each request whose method is one of [`methods`](Self::methods)
@@ -115,7 +106,7 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 /// ```
 #[derive(Clone)]
 pub struct IdempotencyLayer {
-    config: Arc<Config>,
+    pub(crate) config: Arc<Config>,
 }
 
 #[derive(Clone)]
@@ -137,76 +128,6 @@ pub(crate) struct Config {
     pub(crate) principal: PrincipalRule,
     pub(crate) run_times: Arc<RunTimes>,
     pub(crate) flights: Arc<Flights>,
-}
-
-/// The 4xx answers that mean the request was refused before anything
-/// happened (malformed, unauthenticated, forbidden, not found, not
-/// acceptable, too large, unsupported media type, invalid, a failed
-/// precondition), or that ask the client to try again (408, 409, 425,
-/// 429): the key is released, so the corrected request or the retry runs.
-const RELEASED_4XX: [u16; 25] = [
-    400, 401, 403, 404, 405, 406, 407, 408, 409, 411, 412, 413, 414, 415, 416, 417, 421, 422, 424,
-    425, 426, 428, 429, 431, 451,
-];
-
-/// The default of [`IdempotencyLayer::store_status`]: what says something
-/// happened is stored; what says nothing happened releases the key.
-///
-/// Stored: every 2xx, `303 See Other` (the usual answer to a POST that
-/// created something elsewhere), and the 4xx that are a final answer of
-/// the business, such as `402 Payment Required` for a declined card, or
-/// `410 Gone`, and any 4xx this list does not know. Released: the 4xx that
-/// refuse a request before it is processed (400, 401, 403, 404, 405, 406,
-/// 407, 411, 412, 413, 414, 415, 416, 417, 421, 422, 424, 426, 428, 431,
-/// 451) or ask to try again (408, 409, 425, 429); other 1xx and 3xx; every
-/// 5xx.
-///
-/// 422 is released because frameworks answer it for a body that does not
-/// validate (axum's `Json` for a missing field); idem's own 422 (the key
-/// reused with another body) is not a handler's answer and stores nothing.
-///
-/// ```
-/// use axum::http::StatusCode;
-/// use idem::http::stores_by_default;
-///
-/// assert!(stores_by_default(StatusCode::CREATED));
-/// assert!(stores_by_default(StatusCode::PAYMENT_REQUIRED));
-/// assert!(!stores_by_default(StatusCode::UNSUPPORTED_MEDIA_TYPE));
-/// assert!(!stores_by_default(StatusCode::UNPROCESSABLE_ENTITY));
-/// assert!(!stores_by_default(StatusCode::TOO_MANY_REQUESTS));
-/// assert!(!stores_by_default(StatusCode::INTERNAL_SERVER_ERROR));
-/// ```
-pub fn stores_by_default(status: StatusCode) -> bool {
-    status.is_success()
-        || status == StatusCode::SEE_OTHER
-        || (status.is_client_error() && !RELEASED_4XX.contains(&status.as_u16()))
-}
-
-/// The default of [`IdempotencyLayer::capture`]: every response but a
-/// `text/event-stream` (server-sent events), which may never end.
-///
-/// ```
-/// use axum::http::{Response, header};
-/// use idem::http::captured_by_default;
-///
-/// let (sse, _) = Response::builder().header(header::CONTENT_TYPE, "text/event-stream").body(()).unwrap().into_parts();
-/// assert!(!captured_by_default("/events", &sse));
-/// let (json, _) = Response::builder().header(header::CONTENT_TYPE, "application/json").body(()).unwrap().into_parts();
-/// assert!(captured_by_default("/orders", &json));
-/// ```
-pub fn captured_by_default(_route: &str, response: &response::Parts) -> bool {
-    let content_type = response.headers.get(header::CONTENT_TYPE);
-    !content_type.is_some_and(|value| {
-        value
-            .as_bytes()
-            .split(|&b| b == b';')
-            .next()
-            .is_some_and(|essence| {
-                essence
-                    .trim_ascii()
-                    .eq_ignore_ascii_case(b"text/event-stream")
-            })
-    })
 }
 
 impl IdempotencyLayer {
@@ -253,7 +174,7 @@ impl IdempotencyLayer {
         }
     }
 
-    fn config(&mut self) -> &mut Config {
+    pub(crate) fn config_mut(&mut self) -> &mut Config {
         Arc::make_mut(&mut self.config)
     }
 
@@ -266,7 +187,7 @@ impl IdempotencyLayer {
     /// let layer = layer.methods([Method::POST, Method::PATCH, Method::PUT, Method::DELETE]);
     /// ```
     pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
-        self.config().methods = methods.into_iter().collect();
+        self.config_mut().methods = methods.into_iter().collect();
         self
     }
 
@@ -278,7 +199,7 @@ impl IdempotencyLayer {
     /// let layer = layer.key_required(false); // keyless requests run as before
     /// ```
     pub fn key_required(mut self, required: bool) -> Self {
-        self.config().key_required = required;
+        self.config_mut().key_required = required;
         self
     }
 
@@ -290,7 +211,7 @@ impl IdempotencyLayer {
     /// let layer = layer.ttl(Duration::from_secs(7 * 24 * 3600));
     /// ```
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.config().ttl = ttl;
+        self.config_mut().ttl = ttl;
         self
     }
 
@@ -303,7 +224,7 @@ impl IdempotencyLayer {
     /// let layer = layer.lease(Duration::from_secs(10));
     /// ```
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.config().lease = Some(lease);
+        self.config_mut().lease = Some(lease);
         self
     }
 
@@ -327,7 +248,7 @@ impl IdempotencyLayer {
     /// let layer = layer.wait(Duration::from_secs(10));
     /// ```
     pub fn wait(mut self, wait: Duration) -> Self {
-        self.config().wait = wait;
+        self.config_mut().wait = wait;
         self
     }
 
@@ -339,7 +260,7 @@ impl IdempotencyLayer {
     /// let layer = layer.max_body_bytes(64 * 1024);
     /// ```
     pub fn max_body_bytes(mut self, limit: usize) -> Self {
-        self.config().max_body_bytes = limit;
+        self.config_mut().max_body_bytes = limit;
         self
     }
 
@@ -362,7 +283,7 @@ impl IdempotencyLayer {
     /// let layer = layer.max_response_bytes(64 * 1024);
     /// ```
     pub fn max_response_bytes(mut self, limit: usize) -> Self {
-        self.config().max_response_bytes = limit;
+        self.config_mut().max_response_bytes = limit;
         self
     }
 
@@ -382,7 +303,7 @@ impl IdempotencyLayer {
     /// ]);
     /// ```
     pub fn stored_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
-        self.config().stored_headers = names.into_iter().collect();
+        self.config_mut().stored_headers = names.into_iter().collect();
         self
     }
 
@@ -400,7 +321,7 @@ impl IdempotencyLayer {
         mut self,
         stores: impl Fn(StatusCode) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.config().store_status = Arc::new(stores);
+        self.config_mut().store_status = Arc::new(stores);
         self
     }
 
@@ -424,7 +345,7 @@ impl IdempotencyLayer {
         mut self,
         captures: impl Fn(&str, &response::Parts) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.config().capture = Arc::new(captures);
+        self.config_mut().capture = Arc::new(captures);
         self
     }
 
@@ -440,88 +361,7 @@ impl IdempotencyLayer {
     /// let layer = layer.canonical_json();
     /// ```
     pub fn canonical_json(mut self) -> Self {
-        self.config().canonical_json = true;
-        self
-    }
-
-    /// Who sends the request, as part of the key's scope: two principals
-    /// using the same key never see each other's responses. Typically reads
-    /// what an authentication layer (placed outside this one) put into the
-    /// request's extensions. `None` is the anonymous principal. Replaces the
-    /// default, which scopes keys by a hash of the request's credentials
-    /// ([`principal_headers`](Self::principal_headers)).
-    ///
-    /// ```
-    /// #[derive(Clone)]
-    /// struct User { id: u64 }
-    ///
-    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
-    /// let layer = layer.principal(|parts| parts.extensions.get::<User>().map(|u| u.id.to_string()));
-    /// ```
-    pub fn principal(
-        mut self,
-        principal: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static,
-    ) -> Self {
-        self.config().principal = PrincipalRule::custom(principal);
-        self
-    }
-
-    /// The request headers whose values identify the caller when no
-    /// [`principal`](Self::principal) is set. Default: `Authorization`.
-    ///
-    /// With no `principal`, the layer scopes every key by a SHA-256 hash of
-    /// these headers and of the [`principal_cookies`](Self::principal_cookies),
-    /// so a caller who reuses (or guesses) another caller's key gets a
-    /// record of their own, never the other's response. The raw values are
-    /// neither stored nor logged; logs show a short hash. Requests that carry
-    /// none of them share the anonymous scope. Replaces a `principal`
-    /// function set before.
-    ///
-    /// ```
-    /// # use axum::http::{HeaderName, header};
-    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
-    /// let layer = layer.principal_headers([header::AUTHORIZATION, HeaderName::from_static("x-api-key")]);
-    /// ```
-    pub fn principal_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
-        let config = self.config();
-        config.principal = config.principal.with_headers(names.into_iter().collect());
-        self
-    }
-
-    /// Session cookies whose values identify the caller when no
-    /// [`principal`](Self::principal) is set, beside the
-    /// [`principal_headers`](Self::principal_headers). Name only the
-    /// cookies that carry the session: a cookie that changes between a
-    /// request and its retry (a tracking id) would make the retry a new
-    /// request. Default: none. Replaces a `principal` function set before.
-    ///
-    /// ```
-    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
-    /// let layer = layer.principal_cookies(["session"]);
-    /// ```
-    pub fn principal_cookies<N: Into<String>>(
-        mut self,
-        names: impl IntoIterator<Item = N>,
-    ) -> Self {
-        let config = self.config();
-        config.principal = config
-            .principal
-            .with_cookies(names.into_iter().map(Into::into).collect());
-        self
-    }
-
-    /// Opts out of scoping keys by caller: every caller who sends the same
-    /// key (and body) to the same route gets the same stored response,
-    /// whoever stored it. Only for routes where that is the point, such as
-    /// a public endpoint whose responses hold nothing private; anywhere
-    /// else it hands one caller's response to another who reuses the key.
-    ///
-    /// ```
-    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
-    /// let layer = layer.share_keys_across_callers();
-    /// ```
-    pub fn share_keys_across_callers(mut self) -> Self {
-        self.config().principal = PrincipalRule::SharedAcrossCallers;
+        self.config_mut().canonical_json = true;
         self
     }
 }
@@ -541,89 +381,5 @@ impl fmt::Debug for IdempotencyLayer {
             .field("canonical_json", &c.canonical_json)
             .field("principal", &c.principal)
             .finish_non_exhaustive()
-    }
-}
-
-impl<S> Layer<S> for IdempotencyLayer {
-    type Service = IdempotencyService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        IdempotencyService {
-            inner,
-            config: Arc::clone(&self.config),
-        }
-    }
-}
-
-/// The service made by [`IdempotencyLayer`] around an inner service.
-///
-/// ```
-/// use axum::{Router, routing::post};
-/// use idem::http::{IdempotencyLayer, IdempotencyService};
-/// use tower::Layer;
-///
-/// let layer = IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
-/// // Around a whole router (no matched route is known there: the scope
-/// // uses the URI path).
-/// let service: IdempotencyService<Router> = layer.layer(Router::new().route("/", post(|| async {})));
-/// # let _ = service;
-/// ```
-#[derive(Clone)]
-pub struct IdempotencyService<S> {
-    inner: S,
-    config: Arc<Config>,
-}
-
-impl<S: fmt::Debug> fmt::Debug for IdempotencyService<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IdempotencyService")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<S, B> Service<Request<Body>> for IdempotencyService<S>
-where
-    S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Send,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    type Response = Response<Body>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        // The ready service handles this request; the clone takes its place.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        if !self.config.methods.contains(request.method()) {
-            return Box::pin(request::pass(inner, request));
-        }
-        // On a task of its own: hyper drops this future when the client
-        // goes away, and the handler must not stop half-way through with
-        // its claim released, or the client's retry would run it again.
-        // The task answers as soon as the response's head is known, and
-        // goes on reading its body (to the client and into the record).
-        let config = Arc::clone(&self.config);
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let detached =
-            config
-                .idem
-                .spawn_detached(request::handle(Arc::clone(&config), inner, request, reply));
-        Box::pin(async move {
-            match answer.await {
-                Ok(answer) => answer,
-                Err(_) => match detached.await {
-                    Err(err) if err.is_panic() => Ok(request::handler_panicked()),
-                    _ => Ok(request::runtime_stopped()),
-                },
-            }
-        })
     }
 }

@@ -8,6 +8,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, header};
 use sha2::{Digest, Sha256};
 
+use crate::http::IdempotencyLayer;
+
 type Principal = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 
 /// The rule behind the principal in a key's scope.
@@ -140,6 +142,91 @@ fn cookie_values<'a>(map: &'a HeaderMap, name: &'a str) -> impl Iterator<Item = 
             let eq = pair.iter().position(|&b| b == b'=')?;
             (pair[..eq].trim_ascii() == name.as_bytes()).then(|| pair[eq + 1..].trim_ascii())
         })
+}
+
+/// The principal settings of [`IdempotencyLayer`]: whose requests share
+/// records.
+impl IdempotencyLayer {
+    /// Who sends the request, as part of the key's scope: two principals
+    /// using the same key never see each other's responses. Typically reads
+    /// what an authentication layer (placed outside this one) put into the
+    /// request's extensions. `None` is the anonymous principal. Replaces the
+    /// default, which scopes keys by a hash of the request's credentials
+    /// ([`principal_headers`](Self::principal_headers)).
+    ///
+    /// ```
+    /// #[derive(Clone)]
+    /// struct User { id: u64 }
+    ///
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.principal(|parts| parts.extensions.get::<User>().map(|u| u.id.to_string()));
+    /// ```
+    pub fn principal(
+        mut self,
+        principal: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.config_mut().principal = PrincipalRule::custom(principal);
+        self
+    }
+
+    /// The request headers whose values identify the caller when no
+    /// [`principal`](Self::principal) is set. Default: `Authorization`.
+    ///
+    /// With no `principal`, the layer scopes every key by a SHA-256 hash of
+    /// these headers and of the [`principal_cookies`](Self::principal_cookies),
+    /// so a caller who reuses (or guesses) another caller's key gets a
+    /// record of their own, never the other's response. The raw values are
+    /// neither stored nor logged; logs show a short hash. Requests that carry
+    /// none of them share the anonymous scope. Replaces a `principal`
+    /// function set before.
+    ///
+    /// ```
+    /// # use axum::http::{HeaderName, header};
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.principal_headers([header::AUTHORIZATION, HeaderName::from_static("x-api-key")]);
+    /// ```
+    pub fn principal_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
+        let config = self.config_mut();
+        config.principal = config.principal.with_headers(names.into_iter().collect());
+        self
+    }
+
+    /// Session cookies whose values identify the caller when no
+    /// [`principal`](Self::principal) is set, beside the
+    /// [`principal_headers`](Self::principal_headers). Name only the
+    /// cookies that carry the session: a cookie that changes between a
+    /// request and its retry (a tracking id) would make the retry a new
+    /// request. Default: none. Replaces a `principal` function set before.
+    ///
+    /// ```
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.principal_cookies(["session"]);
+    /// ```
+    pub fn principal_cookies<N: Into<String>>(
+        mut self,
+        names: impl IntoIterator<Item = N>,
+    ) -> Self {
+        let config = self.config_mut();
+        config.principal = config
+            .principal
+            .with_cookies(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Opts out of scoping keys by caller: every caller who sends the same
+    /// key (and body) to the same route gets the same stored response,
+    /// whoever stored it. Only for routes where that is the point, such as
+    /// a public endpoint whose responses hold nothing private; anywhere
+    /// else it hands one caller's response to another who reuses the key.
+    ///
+    /// ```
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.share_keys_across_callers();
+    /// ```
+    pub fn share_keys_across_callers(mut self) -> Self {
+        self.config_mut().principal = PrincipalRule::SharedAcrossCallers;
+        self
+    }
 }
 
 #[cfg(test)]

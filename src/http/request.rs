@@ -16,14 +16,16 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::{oneshot, watch};
 use tower::Service;
 
-use crate::fingerprint::{Digester, Fingerprint};
+use crate::__private::{Failed, run_apart};
+use crate::fingerprint::Fingerprint;
+use crate::http::answers::{failed_attempt, replay, response_failed, too_large};
 use crate::http::flights::{Ended, Joined};
 use crate::http::layer::Config;
+use crate::http::scope::{HttpScope, fingerprint};
 use crate::http::stored::{Head, Kept, StoredResponse};
 use crate::http::tee::{Captured, Tail, tee};
 use crate::http::{IDEMPOTENT_STORED, IdempotencyKey, Problem, key};
-use crate::key::KeyHasher;
-use crate::{Error, KeyPart, Reported};
+use crate::{Error, Reported};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -31,22 +33,15 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// while the attempt, on a task of its own, may go on reading the body.
 pub(crate) type Reply<E> = oneshot::Sender<Result<Response<Body>, E>>;
 
-/// How the guarded run ended when it has no response to store.
-enum Failure<E> {
-    /// idem answered instead of the inner service.
-    Idem(Error),
+/// How the inner service's run ended when it has no response to store
+/// (idem's own answers are `Failed::Idem`).
+enum NotKept<E> {
     /// The inner service answered with a status that is not stored: sent
     /// as it is, claim released. The captured answer, if it fit, is for
     /// the duplicates that waited on this attempt.
     Released(Option<StoredResponse>),
     /// The inner service failed.
     Inner(E),
-}
-
-impl<E> From<Error> for Failure<E> {
-    fn from(err: Error) -> Self {
-        Failure::Idem(err)
-    }
 }
 
 /// The attempt's answer not yet fully sent when the key is settled.
@@ -66,8 +61,8 @@ struct Prepared {
     request: Request<Body>,
 }
 
-/// Handles one request of a method the layer guards.
-pub(crate) async fn handle<S, B>(
+/// Serves one request of a method the layer guards.
+pub(crate) async fn serve<S, B>(
     config: Arc<Config>,
     inner: S,
     request: Request<Body>,
@@ -113,7 +108,7 @@ async fn prepare(
         route,
         principal: config.principal.of(&parts),
     };
-    let fingerprint = fingerprint(config, &parts, &body)
+    let fingerprint = fingerprint(config.canonical_json, &parts, &body)
         .map_err(|err| Error::Codec(err.into()).into_response())?;
     Ok(Ok(Prepared {
         key,
@@ -122,29 +117,6 @@ async fn prepare(
         accept_encoding: parts.headers.get(header::ACCEPT_ENCODING).cloned(),
         request: Request::from_parts(parts, Body::from(body)),
     }))
-}
-
-/// SHA-256 over the request's path and query and its body: the body's
-/// bytes, or with [`canonical_json`](crate::http::IdempotencyLayer::canonical_json)
-/// the JSON value it parses as (map order and whitespace then do not
-/// matter; a body that is not JSON is hashed as bytes).
-fn fingerprint(
-    config: &Config,
-    parts: &Parts,
-    body: &Bytes,
-) -> Result<Fingerprint, crate::fingerprint::FingerprintError> {
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut digest = Digester::new();
-    digest.part(&RawBytes(target.as_bytes()))?;
-    let json = config
-        .canonical_json
-        .then(|| serde_json::from_slice::<serde_json::Value>(body).ok())
-        .flatten();
-    match json {
-        Some(value) => digest.part(&("json", value))?,
-        None => digest.part(&RawBytes(body))?,
-    }
-    Ok(digest.finish())
 }
 
 /// Claims the key and runs the inner service if the claim is won; with
@@ -189,11 +161,11 @@ where
     let mut reply = Some(reply);
     let mut rest = None;
     let (reply_slot, rest_slot) = (&mut reply, &mut rest);
-    let reported = call
-        .wait(wait)
-        .fingerprint_digest(fingerprint)
-        .run_reported(|| attempt(config, inner, request, &scope, reply_slot, rest_slot))
-        .await;
+    let call = call.wait(wait).fingerprint_digest(fingerprint);
+    let reported = run_apart(call, || {
+        attempt(config, inner, request, &scope, reply_slot, rest_slot)
+    })
+    .await;
     let ended = answer(
         config,
         &route,
@@ -233,14 +205,14 @@ async fn attempt<S, B>(
     scope: &HttpScope,
     reply: &mut Option<Reply<S::Error>>,
     rest: &mut Option<Rest>,
-) -> Result<Kept, Failure<S::Error>>
+) -> Result<Kept, NotKept<S::Error>>
 where
     S: Service<Request<Body>, Response = Response<B>>,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
     let started = Instant::now();
-    let response = inner.call(request).await.map_err(Failure::Inner)?;
+    let response = inner.call(request).await.map_err(NotKept::Inner)?;
     let (mut parts, body) = response.into_parts();
     let stores = (config.store_status)(parts.status);
     let limit = config.max_response_bytes;
@@ -296,11 +268,11 @@ where
 }
 
 /// What the call stores (or releases) for a captured answer.
-fn kept<E>(stores: bool, head: Head, captured: Captured, limit: usize) -> Result<Kept, Failure<E>> {
+fn kept<E>(stores: bool, head: Head, captured: Captured, limit: usize) -> Result<Kept, NotKept<E>> {
     match captured {
         Captured::Whole(body) if stores => Ok(Kept::Response(head.with_body(body))),
-        Captured::Whole(body) => Err(Failure::Released(Some(head.with_body(body)))),
-        _ if !stores => Err(Failure::Released(None)),
+        Captured::Whole(body) => Err(NotKept::Released(Some(head.with_body(body)))),
+        _ if !stores => Err(NotKept::Released(None)),
         Captured::Over { size } => Ok(Kept::Unstorable(format!(
             "the response body ({size} bytes) is larger than max_response_bytes ({limit})"
         ))),
@@ -315,7 +287,7 @@ fn kept<E>(stores: bool, head: Head, captured: Captured, limit: usize) -> Result
 fn answer<E>(
     config: &Config,
     route: &str,
-    reported: Reported<Result<Kept, Failure<E>>>,
+    reported: Reported<Result<Kept, Failed<NotKept<E>>>>,
     reply: &mut Option<Reply<E>>,
     ran: bool,
     accept_encoding: Option<&HeaderValue>,
@@ -329,22 +301,24 @@ fn answer<E>(
         // The service ran but its answer could not be stored (the store
         // failed at completion, or the lease was lost): the client still
         // gets what happened.
-        Err(Failure::Idem(err)) if ran => {
+        Err(Failed::Idem(err)) if ran => {
             tracing::warn!(error = %err, "idem: response sent but not stored");
             Ended::Settled
         }
-        Err(Failure::Idem(mut err)) => {
+        Err(Failed::Idem(mut err)) => {
             if let Error::InProgress { retry_after, .. } = &mut err {
                 *retry_after = config.run_times.estimate(route, *retry_after);
             }
             send(reply, Ok(err.into_response()));
             Ended::Settled
         }
-        Err(Failure::Released(captured)) => Ended::Failed(captured.map(Arc::new)),
-        Err(Failure::Inner(err)) => {
-            send(reply, Err(err));
-            Ended::Failed(None)
-        }
+        Err(Failed::Body { error, .. }) => match error {
+            NotKept::Released(captured) => Ended::Failed(captured.map(Arc::new)),
+            NotKept::Inner(err) => {
+                send(reply, Err(err));
+                Ended::Failed(None)
+            }
+        },
     }
 }
 
@@ -352,70 +326,6 @@ fn send<E>(reply: &mut Option<Reply<E>>, answer: Result<Response<Body>, E>) {
     if let Some(reply) = reply.take() {
         // The layer's future is gone when the client is: nobody to answer.
         let _ = reply.send(answer);
-    }
-}
-
-/// A stored answer for a duplicate, unless it is encoded in a way the
-/// duplicate refuses (`Accept-Encoding`): then 406, since idem does not
-/// re-encode bodies.
-fn replay(stored: &StoredResponse, accept_encoding: Option<&HeaderValue>) -> Response<Body> {
-    match (stored.content_encoding(), accept_encoding) {
-        (Some(coding), Some(accepted)) if !accepts(accepted.as_bytes(), coding) => Problem::new(
-            406,
-            "encoding-not-acceptable",
-            "Stored response encoding not acceptable",
-            format!(
-                "The response to this Idempotency-Key is stored with Content-Encoding {}, which this request's Accept-Encoding refuses; send Accept-Encoding: {0}.",
-                String::from_utf8_lossy(coding)
-            ),
-        )
-        .into_response(),
-        _ => stored.replay(),
-    }
-}
-
-/// Whether an `Accept-Encoding` value accepts `coding` (RFC 9110 §12.5.3:
-/// listed or `*` with a q-value above zero).
-fn accepts(accepted: &[u8], coding: &[u8]) -> bool {
-    let mut wildcard = false;
-    for item in accepted.split(|&b| b == b',') {
-        let mut params = item.split(|&b| b == b';');
-        let name = params.next().unwrap_or_default().trim_ascii();
-        let refused = params.any(|param| {
-            let param = param.trim_ascii();
-            param.len() >= 2
-                && param[..2].eq_ignore_ascii_case(b"q=")
-                && std::str::from_utf8(&param[2..])
-                    .ok()
-                    .and_then(|q| q.trim().parse::<f32>().ok())
-                    == Some(0.0)
-        });
-        if name.eq_ignore_ascii_case(coding) {
-            return !refused;
-        }
-        if name == b"*" {
-            wildcard = !refused;
-        }
-    }
-    wildcard
-}
-
-/// The answer for a duplicate that waited on an attempt that failed: that
-/// attempt's answer, or 409 when it was not captured.
-fn failed_attempt(
-    answer: Option<Arc<StoredResponse>>,
-    accept_encoding: Option<&HeaderValue>,
-) -> Response<Body> {
-    match answer {
-        Some(stored) => replay(&stored, accept_encoding),
-        None => Problem::new(
-            409,
-            "attempt-failed",
-            "Request failed",
-            "The request with this Idempotency-Key that this one waited for failed and nothing was stored; retry with the same Idempotency-Key to run it again.",
-        )
-        .retry_after(Duration::from_secs(1))
-        .into_response(),
     }
 }
 
@@ -452,110 +362,5 @@ async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result<Bytes, Pro
             "Request body unreadable",
             format!("The request body could not be read: {err}."),
         )),
-    }
-}
-
-fn too_large(limit: usize) -> Problem {
-    Problem::new(
-        413,
-        "body-too-large",
-        "Request body too large",
-        format!("The request body is larger than {limit} bytes; nothing was processed."),
-    )
-}
-
-/// The inner service panicked: its claim was released as the task
-/// unwound, so a retry runs again.
-pub(crate) fn handler_panicked() -> Response<Body> {
-    tracing::error!("idem: the handler panicked; claim released");
-    Problem::new(
-        500,
-        "handler-panicked",
-        "Handler failed",
-        "The request handler failed before answering; nothing was stored, so a retry with the same Idempotency-Key runs again.",
-    )
-    .into_response()
-}
-
-/// The runtime shut down while the request ran.
-pub(crate) fn runtime_stopped() -> Response<Body> {
-    Problem::new(
-        503,
-        "shutting-down",
-        "Shutting down",
-        "The server stopped before the request ended; retry with the same Idempotency-Key.",
-    )
-    .retry_after(Duration::from_secs(1))
-    .into_response()
-}
-
-fn response_failed() -> Response<Body> {
-    Problem::new(
-        500,
-        "response-failed",
-        "Response failed",
-        "The handler ran, but its response body failed before it could be sent; it will not run again for this Idempotency-Key.",
-    )
-    .into_response()
-}
-
-/// Bytes hashed as one byte string, not one number per byte.
-struct RawBytes<'a>(&'a [u8]);
-
-impl serde::Serialize for RawBytes<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_bytes(self.0)
-    }
-}
-
-/// The scope of a request's key: method, route and principal.
-struct HttpScope {
-    method: String,
-    route: String,
-    principal: Option<String>,
-}
-
-impl HttpScope {
-    /// Method and route: what run times are tracked by.
-    fn route_key(&self) -> String {
-        format!("{} {}", self.method, self.route)
-    }
-}
-
-impl KeyPart for HttpScope {
-    fn write_key(&self, hasher: &mut KeyHasher) {
-        hasher.write_bytes(b"idem/http/v1");
-        hasher.write_bytes(self.method.as_bytes());
-        hasher.write_bytes(self.route.as_bytes());
-        hasher.write_bool(self.principal.is_some());
-        if let Some(principal) = &self.principal {
-            hasher.write_bytes(principal.as_bytes());
-        }
-    }
-
-    fn describe(&self, out: &mut String) {
-        out.push_str(&self.method);
-        out.push(' ');
-        out.push_str(&self.route);
-        if let Some(principal) = &self.principal {
-            out.push_str(" for ");
-            out.push_str(principal);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::accepts;
-
-    #[test]
-    fn accept_encoding_lists_wildcards_and_zero_q() {
-        assert!(accepts(b"gzip, deflate, br", b"gzip"));
-        assert!(accepts(b"GZIP;q=0.5", b"gzip"));
-        assert!(!accepts(b"identity", b"gzip"));
-        assert!(!accepts(b"gzip;q=0", b"gzip"));
-        assert!(accepts(b"*", b"br"));
-        assert!(!accepts(b"*;q=0", b"br"));
-        assert!(!accepts(b"", b"gzip"));
     }
 }

@@ -43,7 +43,7 @@ impl From<idem::Error> for BillingError {
     }
 }
 
-/// Which of the handler's errors are idem's, for `Disposition::of`.
+/// Which of the handler's errors are idem's, for `Disposition::of_result`.
 impl AsIdemError for BillingError {
     fn as_idem_error(&self) -> Option<&idem::Error> {
         match self {
@@ -135,7 +135,7 @@ pub fn disposition(out: &Result<Billed, BillingError>) -> Disposition {
     if let Err(BillingError::Db(err)) = out {
         eprintln!("database error, message retried: {err}");
     }
-    Disposition::of(out, |_| false)
+    Disposition::of_result(out, |_| false)
 }
 
 impl Worker {

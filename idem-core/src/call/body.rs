@@ -1,0 +1,81 @@
+//! The run stage: the body runs with the call's context (`child_key`,
+//! steps) while the claim's lease is renewed.
+
+use std::sync::Arc;
+
+use super::Call;
+use super::claim::Finished;
+use super::guard::ClaimGuard;
+use crate::context::{Running, StepCall};
+use crate::renewal;
+use crate::{Claim, Store, Token};
+
+impl<P> Call<P> {
+    /// Runs the body with the call's context (`child_key`, steps) while
+    /// the lease is renewed.
+    pub(super) async fn run_body<S, T, E, F, Fut>(
+        // `&mut`: a `&Call` held across an await would need `P: Sync`.
+        &mut self,
+        guard: &ClaimGuard<'_, S>,
+        claim: &Claim,
+        finished: Finished,
+        body: F,
+    ) -> Result<T, E>
+    where
+        S: Store + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        // One copy of the scope for the renewer and the steps, made only
+        // for a store the handle owns.
+        let shared: Option<Arc<str>> = guard.on_drop.as_ref().map(|_| self.scope.as_str().into());
+        let running = self.running(guard, claim.token, finished, shared.clone());
+        let body = crate::context::scoped(running, body());
+        match shared {
+            // A store the handle owns is renewed from a task of its own, so
+            // a body that blocks its thread still keeps its lease.
+            Some(scope) => {
+                let inner = &self.idem.inner;
+                let _renewed = inner
+                    .renewer
+                    .register(inner, self.key, claim.token, claim.lease, scope, self.site)
+                    .await;
+                body.await
+            }
+            None => {
+                let (store, key, token) = (guard.store, &self.key, claim.token);
+                renewal::in_task(store, key, token, claim.lease, &self.scope, self.site, body).await
+            }
+        }
+    }
+
+    /// What the body's task knows of this call, for `child_key` and
+    /// `idem::step`.
+    fn running<S: Store + ?Sized>(
+        &self,
+        guard: &ClaimGuard<'_, S>,
+        token: Token,
+        finished: Finished,
+        scope: Option<Arc<str>>,
+    ) -> Running {
+        let steps = match (guard.on_drop.clone(), scope) {
+            (Some(store), Some(scope)) if store.records_steps() => Ok(StepCall {
+                store,
+                token,
+                scope,
+                ttl: self.ttl,
+                limit: self.idem.inner.max_record_bytes,
+                version: self.version,
+                fingerprint: self.fingerprint,
+                finished,
+                seen: Default::default(),
+            }),
+            (Some(_), _) => Err(crate::step::UNSUPPORTED),
+            (None, _) => Err(crate::step::BORROWED),
+        };
+        Running {
+            key: self.key,
+            steps,
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The call's settings: set by the builder, checked before any claim.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{Call, DEFAULT_LEASE};
+use crate::{CallSite, Error, Fingerprint};
+
+impl<P> Call<P> {
+    /// How long a completed result is replayed.
+    ///
+    /// ```
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let call = idem.call("payments", "order-1").ttl(std::time::Duration::from_secs(3600));
+    /// # let _ = call;
+    /// ```
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How long our claim is held before another caller may take over; it
+    /// is renewed in the background while the body runs. Default:
+    /// [`DEFAULT_LEASE`] (30 s), or the TTL if that is shorter. A zero
+    /// lease, or one longer than the TTL, is `Error::InvalidOption` when
+    /// the call runs.
+    ///
+    /// ```
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let call = idem.call("payments", "order-1").lease(std::time::Duration::from_secs(10));
+    /// # let _ = call;
+    /// ```
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// How long to wait for another caller's in-flight result before
+    /// answering `Error::InProgress`.
+    ///
+    /// ```
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let call = idem.call("payments", "order-1").wait(std::time::Duration::from_secs(5));
+    /// # let _ = call;
+    /// ```
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// What must match when the key is reused: a different payload is
+    /// `Error::FingerprintMismatch`. Without it, any payload matches.
+    ///
+    /// ```
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let call = idem.call("payments", "order-1").fingerprint(&("alice", 1200u32));
+    /// # let _ = call;
+    /// ```
+    pub fn fingerprint<T: Serialize + ?Sized>(mut self, payload: &T) -> Self {
+        match Fingerprint::of(payload) {
+            Ok(fingerprint) => self.fingerprint = fingerprint,
+            Err(err) => self.refused = Some(Error::Codec(err.into())),
+        }
+        self
+    }
+
+    /// Sets an already computed fingerprint ([`Fingerprint::NONE`] matches
+    /// every payload).
+    ///
+    /// ```
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let payload = idem::fingerprint::Fingerprint::of(&1200u32).unwrap();
+    /// let call = idem.call("payments", "order-1").fingerprint_digest(payload);
+    /// # let _ = call;
+    /// ```
+    pub fn fingerprint_digest(mut self, fingerprint: Fingerprint) -> Self {
+        self.fingerprint = fingerprint;
+        self
+    }
+
+    /// The version of this call's values, written into its records (0 by
+    /// default). Bump it when a change to the return type keeps its shape
+    /// but not its meaning: a record of another version is then
+    /// `Error::Codec(CodecError::VersionChanged)` instead of a misreading.
+    /// (A change of shape needs no bump: the decoder refuses it.)
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let _: Result<u32, idem::Error> = idem.call("s", "k").run(|| async { Ok(100) }).await;
+    /// // Same shape, new meaning (cents, not euros): version 2.
+    /// let out: Result<u32, idem::Error> = idem.call("s", "k").version(2).run(|| async { Ok(1) }).await;
+    /// assert!(matches!(out, Err(idem::Error::Codec(idem::CodecError::VersionChanged { stored: 0, expected: 2, .. }))));
+    /// # }
+    /// ```
+    pub fn version(mut self, version: u32) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// What happens to an `Err`: [`ReleaseErrors`](crate::ReleaseErrors)
+    /// (default), [`replay_errors`](crate::replay_errors) or
+    /// [`store_errors_if`](crate::store_errors_if).
+    ///
+    /// ```
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let call = idem.call("payments", "order-1").errors(idem::replay_errors::<String>());
+    /// # let _ = call;
+    /// ```
+    pub fn errors<Q>(self, policy: Q) -> Call<Q> {
+        Call {
+            idem: self.idem,
+            key: self.key,
+            scope: self.scope,
+            ttl: self.ttl,
+            lease: self.lease,
+            wait: self.wait,
+            fingerprint: self.fingerprint,
+            version: self.version,
+            policy,
+            refused: self.refused,
+            site: self.site,
+        }
+    }
+
+    /// The call site this call's metrics are counted under (its `scope`
+    /// label), instead of [`CallSite::UNNAMED`]. `#[idempotent]` sets the
+    /// function's own. See [`call_site!`](crate::call_site).
+    ///
+    /// ```
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let call = idem.call("payments", "order-1").site(idem::call_site!("payments::charge"));
+    /// # let _ = call;
+    /// ```
+    pub fn site(mut self, site: &'static CallSite) -> Self {
+        self.site = site;
+        self
+    }
+
+    /// Settings that cannot work are refused before any claim: a zero
+    /// `ttl` would store nothing, a zero `lease` would let a second caller
+    /// take over at once, and a `lease` longer than the `ttl` would let a
+    /// claim outlive the record it guards.
+    pub(super) fn checked_settings(&self) -> Result<(), Error> {
+        let refuse = |reason: String| Err(Error::InvalidOption(reason));
+        if self.ttl.is_zero() {
+            return refuse(format!(
+                "`ttl` must be longer than zero (scope `{}`)",
+                self.scope
+            ));
+        }
+        let Some(lease) = self.lease else {
+            return Ok(());
+        };
+        if lease.is_zero() {
+            return refuse(format!(
+                "`lease` must be longer than zero (scope `{}`)",
+                self.scope
+            ));
+        }
+        if lease > self.ttl {
+            return refuse(format!(
+                "`lease` ({lease:?}) is longer than `ttl` ({:?}) (scope `{}`): a claim may not outlive the record it guards",
+                self.ttl, self.scope
+            ));
+        }
+        Ok(())
+    }
+
+    /// The lease given, or the default shortened to a shorter TTL.
+    pub(super) fn effective_lease(&self) -> Duration {
+        self.lease.unwrap_or(DEFAULT_LEASE.min(self.ttl))
+    }
+}

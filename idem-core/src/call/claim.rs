@@ -1,0 +1,165 @@
+//! The claim stage: the key is claimed (waiting while another caller holds
+//! it), or the call is answered from a completed record.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+
+use super::{Call, Failed, Ran, Reported};
+use crate::cache::LocalCache;
+use crate::observe::{Outcome as Observed, Step};
+use crate::record::{self, Outcome};
+use crate::renewal;
+use crate::{Claim, ClaimOutcome, Error, ErrorPolicy, Fingerprint, StepId, Store};
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(5);
+const MAX_BACKOFF: Duration = Duration::from_millis(250);
+
+/// The steps an earlier attempt finished, handed to the body's context.
+pub(super) type Finished = Vec<(StepId, bytes::Bytes)>;
+
+impl<P> Call<P> {
+    /// Claims the key, waiting (up to `wait`) while another caller holds
+    /// it. `Ok` with the steps an earlier attempt finished when the claim
+    /// is won; `Err` with the call's answer otherwise (a replay, a
+    /// mismatch, in progress, a store failure).
+    pub(super) async fn claim_key<S, T, E>(
+        // `&mut`: a `&Call` held across an await would need `P: Sync`.
+        &mut self,
+        store: &S,
+        cache: Option<&LocalCache>,
+        on_drop: Option<&Arc<dyn Store>>,
+        claim: &Claim,
+        span: &tracing::Span,
+    ) -> Result<Finished, Ran<T, E>>
+    where
+        S: Store + ?Sized,
+        T: DeserializeOwned,
+        P: ErrorPolicy<E>,
+    {
+        let site = self.site;
+        let started = Instant::now();
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let sent = Instant::now();
+            let answer = store.claim(&self.key, claim).await;
+            site.store_step(Step::Claim, sent.elapsed());
+            let (fingerprint, retry_after) = match answer {
+                Err(err) => {
+                    tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");
+                    if let Some(owned) = on_drop {
+                        renewal::release_if_applied(owned, self.key, claim.token, claim.lease);
+                    }
+                    let err = Failed::Idem(Error::Store(err));
+                    return Err(self.ended(span, Observed::StoreError, Err(err)));
+                }
+                Ok(ClaimOutcome::Won { took_over, steps }) => {
+                    tracing::debug!(scope = %self.scope, key = %self.key.short(), took_over, steps = steps.len(), "idem: claimed");
+                    if took_over {
+                        site.takeover();
+                    }
+                    return Ok(steps);
+                }
+                Ok(ClaimOutcome::Completed {
+                    fingerprint,
+                    record,
+                    expires_in,
+                }) => {
+                    if let Some(cache) = cache {
+                        cache.put(self.key, fingerprint, record.clone(), sent + expires_in);
+                    }
+                    return Err(self.replayed(&fingerprint, &record, span));
+                }
+                Ok(ClaimOutcome::InProgress {
+                    fingerprint,
+                    retry_after,
+                }) => (fingerprint, retry_after),
+            };
+            if !self.fingerprint.matches(&fingerprint) {
+                let err = Failed::Idem(self.mismatch());
+                return Err(self.ended(span, Observed::Mismatch, Err(err)));
+            }
+            let waited = started.elapsed();
+            if waited >= self.wait {
+                tracing::debug!(scope = %self.scope, key = %self.key.short(), ?retry_after, "idem: in progress elsewhere");
+                let err = Error::InProgress {
+                    scope: self.scope.clone(),
+                    key: self.key.short(),
+                    retry_after,
+                };
+                return Err(self.ended(span, Observed::InProgress, Err(Failed::Idem(err))));
+            }
+            if backoff == FIRST_BACKOFF {
+                site.wait();
+            }
+            tokio::time::sleep(backoff.min(self.wait - waited)).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    pub(super) fn mismatch(&self) -> Error {
+        tracing::debug!(scope = %self.scope, key = %self.key.short(), "idem: fingerprint mismatch");
+        Error::FingerprintMismatch {
+            scope: self.scope.clone(),
+            key: self.key.short(),
+        }
+    }
+
+    /// Answers a duplicate from a completed record, if its fingerprint
+    /// matches ours.
+    pub(super) fn replayed<T, E>(
+        &self,
+        fingerprint: &Fingerprint,
+        record: &[u8],
+        span: &tracing::Span,
+    ) -> Ran<T, E>
+    where
+        T: DeserializeOwned,
+        P: ErrorPolicy<E>,
+    {
+        if !self.fingerprint.matches(fingerprint) {
+            return self.ended(span, Observed::Mismatch, Err(Failed::Idem(self.mismatch())));
+        }
+        tracing::debug!(scope = %self.scope, key = %self.key.short(), "idem: replayed");
+        let result = match self.replay(record) {
+            Ok(result) => {
+                super::settle::observed(self.site, span, Observed::Replayed, true);
+                result
+            }
+            Err(err) => {
+                super::settle::observed(self.site, span, Observed::CodecError, true);
+                Err(Failed::Idem(err))
+            }
+        };
+        Reported::ran(result, true)
+    }
+
+    /// The stored result, or why it cannot be decoded.
+    fn replay<T, E>(&self, record: &[u8]) -> Result<Result<T, Failed<E>>, Error>
+    where
+        T: DeserializeOwned,
+        P: ErrorPolicy<E>,
+    {
+        let decoded = record::parse(record).and_then(|parsed| match parsed.outcome {
+            Outcome::Ok => {
+                parsed.check_version(self.version)?;
+                parsed.decode().map(Ok)
+            }
+            Outcome::Err => {
+                parsed.check_version(self.version)?;
+                let error = self.policy.decode(record)?;
+                Ok(Err(Failed::Body {
+                    error,
+                    stored: true,
+                }))
+            }
+            Outcome::NotStored => Err(parsed.not_stored()),
+        });
+        decoded.map_err(|err| {
+            tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: stored record not decodable");
+            Error::Codec(err)
+        })
+    }
+}

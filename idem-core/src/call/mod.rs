@@ -1,0 +1,363 @@
+//! One idempotent call: set up by the builder (`builder.rs`), then the
+//! protocol in stages: claim the key (`claim.rs`), run the body under the
+//! claim (`body.rs`, guarded by `guard.rs`), settle the key with the
+//! result (`settle.rs`). `outcome.rs` tells the body's errors from idem's.
+
+mod body;
+mod builder;
+mod claim;
+mod guard;
+mod outcome;
+mod settle;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Serialize, de::DeserializeOwned};
+use tracing::Instrument;
+
+use crate::cache::LocalCache;
+use crate::idempotency::Inner;
+use crate::key::{self, KeyPart};
+use crate::observe::Outcome as Observed;
+use crate::{
+    CallSite, Claim, Error, ErrorPolicy, Fingerprint, Idempotency, RecordKey, ReleaseErrors, Store,
+    Token,
+};
+
+use guard::ClaimGuard;
+pub use outcome::{Failed, Reported};
+
+/// How long a completed result is replayed, unless set: 24 hours.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long an in-progress claim is held before another caller may take
+/// over, unless set: 30 seconds.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// A call being set up: made by [`Idempotency::call`], run by
+/// [`Call::run`]. `#[idempotent]` expands to this.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::time::Duration;
+/// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+/// let payload = ("alice", 1200u32);
+/// let out: Result<String, idem::Error> = idem
+///     .call("payments", "order-1")
+///     .ttl(Duration::from_secs(3600))
+///     .lease(Duration::from_secs(10))
+///     .wait(Duration::ZERO)
+///     .fingerprint(&payload)
+///     .run(|| async { Ok(format!("charged {}", payload.1)) })
+///     .await;
+/// assert_eq!(out.unwrap(), "charged 1200");
+/// # }
+/// ```
+#[must_use = "a call does nothing until `.run(…)` is awaited"]
+pub struct Call<P = ReleaseErrors> {
+    pub(crate) idem: Idempotency,
+    key: RecordKey,
+    scope: String,
+    ttl: Duration,
+    /// `None`: the default, shortened to the TTL when that is shorter.
+    lease: Option<Duration>,
+    wait: Duration,
+    fingerprint: Fingerprint,
+    /// The version written into records and required of replayed ones.
+    version: u32,
+    policy: P,
+    refused: Option<Error>,
+    /// The bounded `scope` label of this call's metrics.
+    site: &'static CallSite,
+}
+
+/// What a call's result is before the edge: the body's error kept apart
+/// from idem's.
+pub(crate) type Ran<T, E> = Reported<Result<T, Failed<E>>>;
+
+impl Call {
+    pub(crate) fn new<S: KeyPart + ?Sized, K: KeyPart + ?Sized>(
+        idem: Idempotency,
+        scope: &S,
+        key: &K,
+    ) -> Self {
+        let (record_key, filled) = RecordKey::checked(scope, key);
+        let refused = (!filled).then(|| Error::InvalidKey("the key is empty".into()));
+        Call {
+            idem,
+            key: record_key,
+            scope: key::describe(scope),
+            ttl: DEFAULT_TTL,
+            lease: None,
+            wait: Duration::ZERO,
+            fingerprint: Fingerprint::NONE,
+            version: 0,
+            policy: ReleaseErrors,
+            refused,
+            site: CallSite::UNNAMED,
+        }
+    }
+}
+
+impl<P> Call<P> {
+    /// The hashed key of this call.
+    ///
+    /// ```
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let call = idem.call("payments", "order-1");
+    /// assert_eq!(call.record_key(), idem::key::RecordKey::new("payments", "order-1"));
+    /// ```
+    pub fn record_key(&self) -> RecordKey {
+        self.key
+    }
+
+    /// Runs `body` if this call wins the claim; otherwise replays the
+    /// stored result or reports why not.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let out: Result<u8, idem::Error> = idem.call("demo", "k").run(|| async { Ok(1) }).await;
+    /// assert_eq!(out.unwrap(), 1);
+    /// # }
+    /// ```
+    pub async fn run<T, E, F, Fut>(self, body: F) -> Result<T, E>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.execute(body).await.converted(E::from).result
+    }
+
+    /// As [`run`](Call::run), and also tells whether the result was
+    /// replayed (for HTTP's `Idempotent-Replayed` header) and whether an
+    /// `Err` is stored.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// #[derive(Debug, serde::Serialize, serde::Deserialize)]
+    /// enum PayError { Declined, Idem(String) }
+    /// impl From<idem::Error> for PayError {
+    ///     fn from(e: idem::Error) -> Self { PayError::Idem(e.to_string()) }
+    /// }
+    /// let out = idem
+    ///     .call("payments", "order-1")
+    ///     .errors(idem::replay_errors())
+    ///     .run_reported(|| async { Err::<u8, _>(PayError::Declined) })
+    ///     .await;
+    /// assert!(out.stored && !out.replayed);
+    /// # }
+    /// ```
+    pub async fn run_reported<T, E, F, Fut>(self, body: F) -> Reported<Result<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.execute(body).await.converted(E::from)
+    }
+
+    /// As [`run`](Call::run), on `store` instead of the handle's: for a
+    /// store that lives only as long as a borrow, such as one that joins
+    /// the caller's database transaction. The handle's settings apply; its
+    /// local cache is not used (a record completed inside a transaction
+    /// may yet roll back), and a call dropped while its body runs does not
+    /// release its claim (nothing `'static` to hand the release to): the
+    /// claim ends with the transaction or its lease. Recovery points
+    /// ([`idem::step`](crate::step)) are refused in such a call
+    /// (`Error::InvalidStep`): a step saved in the caller's transaction
+    /// would roll back with it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let borrowed = idem::MemoryStore::new();
+    /// let out: Result<u8, idem::Error> =
+    ///     idem.call("demo", "k").run_on(&borrowed, || async { Ok(1) }).await;
+    /// assert_eq!(out.unwrap(), 1);
+    /// # }
+    /// ```
+    pub async fn run_on<S, T, E, F, Fut>(self, store: &S, body: F) -> Result<T, E>
+    where
+        S: Store + ?Sized,
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.execute_on(store, body).await.converted(E::from).result
+    }
+
+    /// As [`run_on`](Call::run_on), and also tells whether the result was
+    /// replayed and whether an `Err` is stored.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let borrowed = idem::MemoryStore::new();
+    /// let out = idem
+    ///     .call("demo", "k")
+    ///     .run_on_reported(&borrowed, || async { Ok::<_, idem::Error>(1u8) })
+    ///     .await;
+    /// assert!(!out.replayed);
+    /// # }
+    /// ```
+    pub async fn run_on_reported<S, T, E, F, Fut>(
+        self,
+        store: &S,
+        body: F,
+    ) -> Reported<Result<T, E>>
+    where
+        S: Store + ?Sized,
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.execute_on(store, body).await.converted(E::from)
+    }
+
+    /// The one path of every run: the protocol on the handle's store and
+    /// cache, the body's errors kept apart from idem's. A plain fn
+    /// returning the protocol's future, not an async fn awaiting it, so
+    /// that no async layer enlarges the caller's future or copies the
+    /// `Call` once more.
+    pub(crate) fn execute<T, E, F, Fut>(self, body: F) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let target = Arc::clone(&self.idem.inner);
+        let span = self.span();
+        self.protocol(target, body, span.clone()).instrument(span)
+    }
+
+    /// As [`execute`](Call::execute), on a borrowed store.
+    pub(crate) fn execute_on<S, T, E, F, Fut>(
+        self,
+        store: &S,
+        body: F,
+    ) -> impl Future<Output = Ran<T, E>>
+    where
+        S: Store + ?Sized,
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let span = self.span();
+        self.protocol(store, body, span.clone()).instrument(span)
+    }
+
+    /// The call's span: scope, short key hash, and (once known) outcome and
+    /// whether it was replayed. With no subscriber listening at INFO this
+    /// is a disabled span: no field is formatted.
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!(
+            "idem.call",
+            scope = %self.scope,
+            key = %self.key.short(),
+            outcome = tracing::field::Empty,
+            replayed = tracing::field::Empty,
+        )
+    }
+
+    /// The protocol: claim, run, settle (complete or release), or replay.
+    /// Each end is counted by outcome and recorded in `span`.
+    async fn protocol<G, T, E, F, Fut>(
+        mut self,
+        target: G,
+        body: F,
+        span: tracing::Span,
+    ) -> Ran<T, E>
+    where
+        G: Target,
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        if let Some(err) = self
+            .refused
+            .take()
+            .or_else(|| self.checked_settings().err())
+        {
+            return self.ended(&span, Observed::Invalid, Err(Failed::Idem(err)));
+        }
+        let (store, cache, on_drop) = (target.store(), target.cache(), target.owned());
+        if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
+            return self.replayed(&hit.fingerprint, &hit.record, &span);
+        }
+        let claim = Claim {
+            token: Token::random(),
+            fingerprint: self.fingerprint,
+            lease: self.effective_lease(),
+            site: self.site.name(),
+        };
+        let finished = match self
+            .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
+            .await
+        {
+            Ok(finished) => finished,
+            Err(ended) => return ended,
+        };
+        let mut guard = ClaimGuard::new(store, on_drop, self.key, claim.token, self.site);
+        if !crate::step::steps_match(&finished, &self.fingerprint) {
+            guard.release().await;
+            return self.ended(
+                &span,
+                Observed::Mismatch,
+                Err(Failed::Idem(self.mismatch())),
+            );
+        }
+        let result = self.run_body(&guard, &claim, finished, body).await;
+        self.settle(guard, cache, result, &span).await
+    }
+}
+
+/// Where a call's protocol runs: the handle's own store (with its local
+/// cache, and released after a drop), or a borrowed one.
+trait Target {
+    type Store: Store + ?Sized;
+    fn store(&self) -> &Self::Store;
+    fn cache(&self) -> Option<&LocalCache>;
+    /// The same store, owned, for a release after the call is dropped and
+    /// for the renewer; `None` for a borrowed store.
+    fn owned(&self) -> Option<Arc<dyn Store>>;
+}
+
+impl Target for Arc<Inner> {
+    type Store = dyn Store;
+    fn store(&self) -> &(dyn Store + 'static) {
+        self.store.as_ref()
+    }
+    fn cache(&self) -> Option<&LocalCache> {
+        self.as_ref().cache.as_ref()
+    }
+    fn owned(&self) -> Option<Arc<dyn Store>> {
+        Some(Arc::clone(&self.store))
+    }
+}
+
+impl<S: Store + ?Sized> Target for &S {
+    type Store = S;
+    fn store(&self) -> &S {
+        self
+    }
+    fn cache(&self) -> Option<&LocalCache> {
+        None
+    }
+    fn owned(&self) -> Option<Arc<dyn Store>> {
+        None
+    }
+}

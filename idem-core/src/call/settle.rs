@@ -1,0 +1,115 @@
+//! The settle stage: the key is completed with the result's record (or a
+//! not-stored marker), or released for a released error.
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::guard::ClaimGuard;
+use super::{Call, Failed, Ran, Reported};
+use crate::cache::LocalCache;
+use crate::observe::{Outcome as Observed, Step};
+use crate::record::{self, Outcome};
+use crate::{CallSite, Error, ErrorPolicy, Fence, Store};
+
+impl<P> Call<P> {
+    /// Settles the key after the body ran: completes it with the result's
+    /// record (or a not-stored marker), or releases it for a released
+    /// error.
+    pub(super) async fn settle<S, T, E>(
+        self,
+        mut guard: ClaimGuard<'_, S>,
+        cache: Option<&LocalCache>,
+        result: Result<T, E>,
+        span: &tracing::Span,
+    ) -> Ran<T, E>
+    where
+        S: Store + ?Sized,
+        T: Serialize,
+        P: ErrorPolicy<E>,
+    {
+        let limit = self.idem.inner.max_record_bytes;
+        let record = match &result {
+            Ok(value) => record::encode(Outcome::Ok, value, limit),
+            Err(err) => match self.policy.record(err, limit) {
+                Some(record) => record,
+                None => {
+                    guard.release().await;
+                    let result = result.map_err(|error| Failed::Body {
+                        error,
+                        stored: false,
+                    });
+                    return self.ended(span, Observed::Ran, result);
+                }
+            },
+        };
+        let result = result.map_err(|error| Failed::Body {
+            error,
+            stored: true,
+        });
+        let record = self.versioned(record);
+        guard.disarm();
+        let sent = Instant::now();
+        let answer = guard
+            .store
+            .complete(&self.key, guard.token, &record, self.ttl)
+            .await;
+        self.site.store_step(Step::Complete, sent.elapsed());
+        let (outcome, err) = match answer {
+            Ok(Fence::Held) => {
+                if let Some(cache) = cache {
+                    cache.put(self.key, self.fingerprint, record.into(), sent + self.ttl);
+                }
+                return self.ended(span, Observed::Ran, result);
+            }
+            Ok(lost) => {
+                let taken_over = lost == Fence::Lost;
+                tracing::warn!(scope = %self.scope, key = %self.key.short(), taken_over, "idem: lease lost; result not stored");
+                let err = Error::LeaseLost {
+                    key: self.key.short(),
+                    taken_over,
+                    scope: self.scope.clone(),
+                };
+                (Observed::LeaseLost, err)
+            }
+            Err(err) => {
+                tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: completion failed; the claim stays until its lease ends");
+                (Observed::StoreError, Error::Store(err))
+            }
+        };
+        self.ended(span, outcome, Err(Failed::Idem(err)))
+    }
+
+    /// The record with this call's version; an unstorable result still
+    /// settles the key (with a not-stored marker), or a retry would run
+    /// the body (and its effects) again.
+    fn versioned(&self, record: Result<Vec<u8>, crate::CodecError>) -> Vec<u8> {
+        match record {
+            Ok(mut record) => {
+                record::set_version(&mut record, self.version);
+                record
+            }
+            Err(err) => {
+                tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: result cannot be stored; duplicates get Error::Codec(NotStored) until the record expires");
+                record::not_stored(&err.to_string())
+            }
+        }
+    }
+
+    /// The call's answer when it did not replay, counted and recorded.
+    pub(super) fn ended<T, E>(
+        &self,
+        span: &tracing::Span,
+        outcome: Observed,
+        result: Result<T, Failed<E>>,
+    ) -> Ran<T, E> {
+        observed(self.site, span, outcome, false);
+        Reported::ran(result, false)
+    }
+}
+
+/// Counts a call's outcome and records it in the call's span.
+pub(super) fn observed(site: &CallSite, span: &tracing::Span, outcome: Observed, replayed: bool) {
+    site.call(outcome);
+    span.record("outcome", tracing::field::display(outcome.as_str()));
+    span.record("replayed", replayed);
+}

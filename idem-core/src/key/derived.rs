@@ -1,0 +1,39 @@
+//! The key derived from a fn's parameters.
+
+use super::{KeyHasher, KeyPart, hex};
+use crate::Fingerprint;
+
+/// The key `#[idempotent]` derives from a fn's parameters when no
+/// `key = …` is given: the streaming SHA-256 of their serde form (the same
+/// digest as the derived fingerprint, but a key, not a payload check).
+/// It hashes into a [`RecordKey`](crate::key::RecordKey) as its 32 bytes, which is what records
+/// written by earlier releases were stored under.
+///
+/// ```
+/// use idem::__private::ParamDigest;
+/// let mut digest = ParamDigest::new();
+/// digest.param(&"alice");
+/// digest.param(&1200u32);
+/// let derived = digest.finish().unwrap();
+/// let key = idem::key::RecordKey::new(&"billing", &derived.key);
+/// assert_eq!(key.to_hex(), "7de74dc23c574252ade2343eab2632dd21b0abeedd106f9b8e2c6d2ccf6b4b61");
+/// // Earlier releases keyed by the digest as a `Fingerprint`: the same record.
+/// assert_eq!(key, idem::key::RecordKey::new(&"billing", &derived.fingerprint));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DerivedKey([u8; 32]);
+
+impl From<Fingerprint> for DerivedKey {
+    fn from(digest: Fingerprint) -> Self {
+        DerivedKey(*digest.as_bytes())
+    }
+}
+
+impl KeyPart for DerivedKey {
+    fn write_key(&self, hasher: &mut KeyHasher) {
+        hasher.write_bytes(&self.0);
+    }
+    fn describe(&self, out: &mut String) {
+        out.push_str(&hex(&self.0[..4]));
+    }
+}
