@@ -17,8 +17,9 @@ use crate::Fingerprint;
 /// let derived = digest.finish().unwrap();
 /// let key = idem::key::RecordKey::new(&"billing", &derived.key);
 /// assert_eq!(key.to_hex(), "7de74dc23c574252ade2343eab2632dd21b0abeedd106f9b8e2c6d2ccf6b4b61");
-/// // Earlier releases keyed by the digest as a `Fingerprint`: the same record.
-/// assert_eq!(key, idem::key::RecordKey::new(&"billing", &derived.fingerprint));
+/// // Earlier releases keyed the record by the digest's 32 bytes: the same record.
+/// let digest = derived.fingerprint.as_bytes();
+/// assert_eq!(key, idem::key::RecordKey::new(&"billing", &digest[..]));
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DerivedKey([u8; 32]);

@@ -2,12 +2,11 @@
 //! writes itself into a [`KeyHasher`].
 
 use super::{KeyHasher, hex};
-use crate::Fingerprint;
 
 /// A value that can be (part of) an idempotency key or a scope.
 ///
 /// Implemented for `str`, `String`, the integer types, `bool`, byte slices,
-/// [`Fingerprint`], `uuid::Uuid` (feature `uuid`), references to these and
+/// `uuid::Uuid` (feature `uuid`), references to these and
 /// tuples of up to eight of them. Each part is written tagged and
 /// length-prefixed, so `("ab", "c")` and `("a", "bc")` are different keys.
 /// Integers are widened first, so `42u32` and `42u64` are the same key.
@@ -85,15 +84,6 @@ impl KeyPart for bool {
     }
     fn describe(&self, out: &mut String) {
         out.push_str(if *self { "true" } else { "false" });
-    }
-}
-
-impl KeyPart for Fingerprint {
-    fn write_key(&self, hasher: &mut KeyHasher) {
-        hasher.write_bytes(self.as_bytes());
-    }
-    fn describe(&self, out: &mut String) {
-        out.push_str(&hex(&self.as_bytes()[..4]));
     }
 }
 
