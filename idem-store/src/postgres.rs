@@ -2,28 +2,29 @@
 //! the server's clock, and a transactional mode.
 
 mod admin;
+mod builder;
 mod conns;
-mod sql;
+mod exec;
+mod migrate;
+mod rows;
+mod statements;
 mod steps;
 mod tx;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use idem_core::fingerprint::Fingerprint;
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
 use idem_core::{Store, StoreError};
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgRow};
-use sqlx::query::Query;
-use sqlx::{Acquire, Postgres, Row};
+use sqlx::postgres::{PgPool, PgRow};
 
-use conns::{Conns, lost_connection};
-use sql::{MIGRATIONS, Sql, micros};
+use conns::Conns;
+use exec::Affected;
+use statements::{BACKEND, ClaimBytes, Sql, micros};
+
+pub use builder::PostgresStoreBuilder;
 pub use tx::{InTransaction, TxHandle};
-
-const BACKEND: &str = "postgres";
 
 /// Connections [`PostgresStore::connect`] opens at most, unless set.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
@@ -118,242 +119,6 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-/// Settings of a [`PostgresStore`]: where the records live and how many
-/// connections to keep. Made by [`PostgresStore::builder`].
-///
-/// ```no_run
-/// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
-/// let store = idem::PostgresStore::builder()
-///     .schema("billing")
-///     .table("payment_idempotency")
-///     .max_connections(20)
-///     .connect("postgres://app@db.internal/app")
-///     .await?;
-/// store.migrate().await?; // creates billing.payment_idempotency
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone)]
-pub struct PostgresStoreBuilder {
-    schema: String,
-    table: String,
-    max_connections: u32,
-    acquire_timeout: Duration,
-    response_timeout: Duration,
-    purge_batch: u32,
-}
-
-impl Default for PostgresStoreBuilder {
-    fn default() -> Self {
-        PostgresStoreBuilder {
-            schema: DEFAULT_SCHEMA.to_owned(),
-            table: DEFAULT_TABLE.to_owned(),
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
-            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-            purge_batch: DEFAULT_PURGE_BATCH,
-        }
-    }
-}
-
-impl PostgresStoreBuilder {
-    /// The schema of the records table (default `public`); `migrate`
-    /// creates it if missing. ASCII letters, digits and `_`.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let builder = idem::PostgresStore::builder().schema("idem");
-    /// # Ok(()) }
-    /// ```
-    pub fn schema(mut self, schema: impl Into<String>) -> Self {
-        self.schema = schema.into();
-        self
-    }
-
-    /// The records table (default `idem_records`). `migrate` also creates
-    /// `<table>_migrations`, the function `<table>_claim` and the index
-    /// `<table>_expires_at` beside it. ASCII letters, digits and `_`, at
-    /// most 52 bytes.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let builder = idem::PostgresStore::builder().table("checkout_idem");
-    /// # Ok(()) }
-    /// ```
-    pub fn table(mut self, table: impl Into<String>) -> Self {
-        self.table = table.into();
-        self
-    }
-
-    /// How many connections [`connect`](Self::connect) opens at most
-    /// (default 10). Ignored by [`from_pool`](Self::from_pool), whose pool
-    /// has its own limit.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let builder = idem::PostgresStore::builder().max_connections(32);
-    /// # Ok(()) }
-    /// ```
-    pub fn max_connections(mut self, max: u32) -> Self {
-        self.max_connections = max;
-        self
-    }
-
-    /// How long a step waits for a connection before `Error::Store`
-    /// (default 5 s).
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let builder = idem::PostgresStore::builder()
-    ///     .acquire_timeout(std::time::Duration::from_secs(1));
-    /// # Ok(()) }
-    /// ```
-    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
-        self.acquire_timeout = timeout;
-        self
-    }
-
-    /// How long a step (claim, complete, release, renew) waits for the
-    /// server's answer before `Error::Store`. Default:
-    /// [`DEFAULT_RESPONSE_TIMEOUT`] (5 s). The connection is closed after a
-    /// timeout; whether the step took effect is unknown (a claim then ends
-    /// with its lease; a completion that did land is replayed).
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let store = idem::PostgresStore::builder()
-    ///     .response_timeout(std::time::Duration::from_secs(2))
-    ///     .connect("postgres://app@db.internal/app")
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
-        self
-    }
-
-    /// How many rows one statement of
-    /// [`purge_expired`](PostgresStore::purge_expired) deletes (default
-    /// 5,000): small batches keep locks and WAL bursts short.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let builder = idem::PostgresStore::builder().purge_batch(1_000);
-    /// # Ok(()) }
-    /// ```
-    pub fn purge_batch(mut self, rows: u32) -> Self {
-        self.purge_batch = rows.max(1);
-        self
-    }
-
-    /// Connects to `url` with connections of the store's own (see
-    /// [`PostgresStore`] for why), opening one at once so that a wrong URL
-    /// fails here.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let store = idem::PostgresStore::builder()
-    ///     .connect("postgres://app@localhost/app")
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn connect(self, url: &str) -> Result<PostgresStore, StoreError> {
-        let options: PgConnectOptions = url.parse().map_err(|err| StoreError::new(BACKEND, err))?;
-        self.connect_with(options).await
-    }
-
-    /// As [`connect`](Self::connect), with sqlx's connect options.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let options: sqlx::postgres::PgConnectOptions = "postgres://app@localhost/app"
-    ///     .parse()
-    ///     .map_err(|err| idem::StoreError::new("postgres", err))?;
-    /// let store = idem::PostgresStore::builder()
-    ///     .connect_with(options.application_name("checkout"))
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn connect_with(
-        self,
-        options: PgConnectOptions,
-    ) -> Result<PostgresStore, StoreError> {
-        let sql = Sql::new(&self.schema, &self.table)?;
-        let conns = Conns::new(options, self.max_connections, self.acquire_timeout);
-        conns.acquire().await?.keep();
-        Ok(self.build(sql, Source::Own(Box::new(conns))))
-    }
-
-    /// A store on the caller's sqlx pool. Each step is still one statement,
-    /// but the pool pings connections (see [`PostgresStore`]); prefer
-    /// [`connect`](Self::connect) where round trips matter, or build the
-    /// pool with `test_before_acquire(false)`.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let pool = sqlx::PgPool::connect_lazy("postgres://app@localhost/app")
-    ///     .map_err(|err| idem::StoreError::new("postgres", err))?;
-    /// let store = idem::PostgresStore::builder().schema("idem").from_pool(pool)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn from_pool(self, pool: PgPool) -> Result<PostgresStore, StoreError> {
-        let sql = Sql::new(&self.schema, &self.table)?;
-        Ok(self.build(sql, Source::Pool(pool)))
-    }
-
-    fn build(self, sql: Sql, conns: Source) -> PostgresStore {
-        PostgresStore {
-            inner: Arc::new(Inner {
-                sql,
-                conns,
-                purge_batch: self.purge_batch,
-                response_timeout: self.response_timeout,
-            }),
-        }
-    }
-}
-
-/// What a statement is sent for.
-#[derive(Clone, Copy, PartialEq)]
-enum Want {
-    Row,
-    RowsAffected,
-}
-
-enum Out {
-    Row(Box<PgRow>),
-    Rows(u64),
-}
-
-impl Out {
-    fn row(self) -> PgRow {
-        match self {
-            Out::Row(row) => *row,
-            Out::Rows(_) => unreachable!("asked for a row"),
-        }
-    }
-
-    fn fence(self) -> Fence {
-        match self {
-            Out::Rows(0) => Fence::Lost,
-            Out::Rows(_) => Fence::Held,
-            Out::Row(_) => unreachable!("asked for a count"),
-        }
-    }
-}
-
-type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
-
-async fn send_on<'q, 'c, E>(query: PgQuery<'q>, executor: E, want: Want) -> Result<Out, sqlx::Error>
-where
-    E: sqlx::Executor<'c, Database = Postgres>,
-    'q: 'c,
-{
-    match want {
-        Want::Row => Ok(Out::Row(Box::new(query.fetch_one(executor).await?))),
-        Want::RowsAffected => Ok(Out::Rows(query.execute(executor).await?.rows_affected())),
-    }
-}
-
 impl PostgresStore {
     /// Connects to `url` with default settings (table `public.idem_records`,
     /// up to 10 connections of the store's own).
@@ -432,53 +197,17 @@ impl PostgresStore {
         match &self.inner.conns {
             Source::Own(conns) => {
                 let mut conn = conns.connect().await?;
-                self.migrate_on(&mut conn).await.map_err(err)?;
+                migrate::run(&self.inner.sql, &mut conn)
+                    .await
+                    .map_err(err)?;
                 let _ = sqlx::Connection::close(conn).await;
                 Ok(())
             }
             Source::Pool(pool) => {
                 let mut conn = pool.acquire().await.map_err(err)?;
-                self.migrate_on(&mut conn).await.map_err(err)
+                migrate::run(&self.inner.sql, &mut conn).await.map_err(err)
             }
         }
-    }
-
-    async fn migrate_on(&self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-        let sql = &self.inner.sql;
-        let mut tx = conn.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-            .bind(format!("idem migrate {}", sql.table))
-            .execute(&mut *tx)
-            .await?;
-        sqlx::raw_sql(&format!(
-            "CREATE SCHEMA IF NOT EXISTS \"{}\"; \
-             CREATE TABLE IF NOT EXISTS {} (version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
-            sql.schema_name, sql.versions
-        ))
-        .execute(&mut *tx)
-        .await?;
-        let done: i32 = sqlx::query_scalar(&format!(
-            "SELECT coalesce(max(version), 0) FROM {}",
-            sql.versions
-        ))
-        .fetch_one(&mut *tx)
-        .await?;
-        for (version, step) in (1..).zip(MIGRATIONS) {
-            if version <= done {
-                continue;
-            }
-            sqlx::raw_sql(&sql.migration(step))
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query(&format!(
-                "INSERT INTO {} (version) VALUES ($1)",
-                sql.versions
-            ))
-            .bind(version)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await
     }
 
     /// Deletes expired records, claims and steps, in statements of at most
@@ -503,35 +232,18 @@ impl PostgresStore {
     /// ```
     pub async fn purge_expired(&self) -> Result<u64, StoreError> {
         let batch = i64::from(self.inner.purge_batch);
+        let sql = &self.inner.sql;
         let mut total = 0;
-        loop {
-            let deleted = self
-                .send(Want::RowsAffected, |_| {
-                    sqlx::query(&self.inner.sql.purge).bind(batch)
-                })
-                .await?;
-            let Out::Rows(n) = deleted else {
-                unreachable!()
-            };
-            total += n;
-            if n < batch as u64 {
-                break;
+        for statement in [&sql.purge, &sql.steps.purge] {
+            loop {
+                let Affected(n) = self.send(|_| sqlx::query(statement).bind(batch)).await?;
+                total += n;
+                if n < batch as u64 {
+                    break;
+                }
             }
         }
-        loop {
-            let deleted = self
-                .send(Want::RowsAffected, |_| {
-                    sqlx::query(&self.inner.sql.steps.purge).bind(batch)
-                })
-                .await?;
-            let Out::Rows(n) = deleted else {
-                unreachable!()
-            };
-            total += n;
-            if n < batch as u64 {
-                return Ok(total);
-            }
-        }
+        Ok(total)
     }
 
     /// Closes the store's idle connections (or the caller's pool, for a
@@ -548,178 +260,6 @@ impl PostgresStore {
             Source::Pool(pool) => pool.close().await,
         }
     }
-
-    /// Sends one statement. `build(again)` makes it; `again` is true when
-    /// it is sent a second time after a lost connection.
-    async fn send<'q>(
-        &self,
-        want: Want,
-        build: impl Fn(bool) -> PgQuery<'q>,
-    ) -> Result<Out, StoreError> {
-        let err = |err| self.inner.sql.store_error(err);
-        let conns = match &self.inner.conns {
-            Source::Pool(pool) => {
-                return self
-                    .timed(send_on(build(false), pool, want))
-                    .await?
-                    .map_err(err);
-            }
-            Source::Own(conns) => conns,
-        };
-        let mut leased = conns.acquire().await?;
-        // A timeout drops `leased`, closing a connection in an unknown state.
-        match self
-            .timed(send_on(build(false), leased.conn(), want))
-            .await?
-        {
-            Ok(out) => {
-                leased.keep();
-                Ok(out)
-            }
-            // The connection died (an idle one found dead, a backend killed,
-            // a server restarted): the steps are safe to repeat, so send it
-            // once more on a new connection.
-            Err(first) if lost_connection(&first) => {
-                drop(leased);
-                conns.drop_idle();
-                tracing::debug!(error = %first, "idem: a PostgreSQL connection was lost; sending again on a new one");
-                let mut leased = conns.acquire().await?;
-                let out = self
-                    .timed(send_on(build(true), leased.conn(), want))
-                    .await?
-                    .map_err(err)?;
-                leased.keep();
-                Ok(out)
-            }
-            // The statement failed on a live connection: close it all the
-            // same, its state (an aborted transaction?) is not worth
-            // reasoning about.
-            Err(other) => Err(err(other)),
-        }
-    }
-
-    /// A fenced step's answer. When it found no claim of ours, one more
-    /// statement (on that rare path only) tells a takeover from an expiry.
-    async fn fence(&self, out: Out, key: &RecordKey) -> Result<Fence, StoreError> {
-        if out.fence().is_held() {
-            return Ok(Fence::Held);
-        }
-        let sql = &self.inner.sql;
-        let row = self
-            .send(Want::Row, |_| sql.live_query(key.as_bytes()))
-            .await?
-            .row();
-        let live: bool = row.try_get(0).map_err(|err| sql.store_error(err))?;
-        Ok(if live { Fence::Lost } else { Fence::Expired })
-    }
-
-    /// `statement`, failed with `Error::Store` if the server does not
-    /// answer within the response timeout.
-    async fn timed<T>(&self, statement: impl Future<Output = T>) -> Result<T, StoreError> {
-        let limit = self.inner.response_timeout;
-        tokio::time::timeout(limit, statement).await.map_err(|_| {
-            StoreError::new(
-                BACKEND,
-                format!(
-                    "PostgreSQL did not answer within {limit:?} (response_timeout): the server is stalled or unreachable; whether the step took effect is unknown, and its claim, if any, ends with its lease"
-                ),
-            )
-        })
-    }
-}
-
-impl Sql {
-    fn claim_query<'q>(&'q self, key: &'q [u8], claim: &'q ClaimBytes) -> PgQuery<'q> {
-        sqlx::query(&self.claim)
-            .bind(key)
-            .bind(&claim.token[..])
-            .bind(&claim.fingerprint[..])
-            .bind(claim.lease_us)
-            .bind(claim.site)
-    }
-
-    fn complete_query<'q>(
-        &'q self,
-        text: &'q str,
-        key: &'q [u8],
-        token: &'q [u8],
-        record: &'q [u8],
-        ttl: Duration,
-    ) -> PgQuery<'q> {
-        sqlx::query(text)
-            .bind(key)
-            .bind(token)
-            .bind(record)
-            .bind(micros(ttl))
-    }
-
-    fn release_query<'q>(&'q self, text: &'q str, key: &'q [u8], token: &'q [u8]) -> PgQuery<'q> {
-        sqlx::query(text).bind(key).bind(token)
-    }
-
-    fn live_query<'q>(&'q self, key: &'q [u8]) -> PgQuery<'q> {
-        sqlx::query(&self.live).bind(key)
-    }
-
-    fn renew_query<'q>(&'q self, key: &'q [u8], token: &'q [u8], lease: Duration) -> PgQuery<'q> {
-        sqlx::query(&self.renew)
-            .bind(key)
-            .bind(token)
-            .bind(micros(lease))
-    }
-}
-
-struct ClaimBytes {
-    token: [u8; 16],
-    fingerprint: [u8; 32],
-    lease_us: i64,
-    site: &'static str,
-}
-
-impl From<&Claim> for ClaimBytes {
-    fn from(claim: &Claim) -> Self {
-        ClaimBytes {
-            token: claim.token.to_bytes(),
-            fingerprint: *claim.fingerprint.as_bytes(),
-            lease_us: micros(claim.lease),
-            site: claim.site,
-        }
-    }
-}
-
-/// Reads the claim function's row.
-fn claim_outcome(row: &PgRow) -> Result<ClaimOutcome, StoreError> {
-    let read = || -> Result<ClaimOutcome, Box<dyn std::error::Error + Send + Sync>> {
-        let outcome: i32 = row.try_get(0)?;
-        let remaining = || -> Result<Duration, sqlx::Error> {
-            let us: i64 = row.try_get(3)?;
-            Ok(Duration::from_micros(us.max(0) as u64))
-        };
-        let fingerprint = || -> Result<Fingerprint, Box<dyn std::error::Error + Send + Sync>> {
-            let bytes: Vec<u8> = row.try_get(1)?;
-            let bytes: [u8; 32] = bytes
-                .try_into()
-                .map_err(|_| "a stored fingerprint is not 32 bytes")?;
-            Ok(Fingerprint::from_bytes(bytes))
-        };
-        Ok(match outcome {
-            sql::WON | sql::TOOK_OVER => ClaimOutcome::Won {
-                took_over: outcome == sql::TOOK_OVER,
-                steps: steps::parse(row.try_get(4)?)?,
-            },
-            sql::IN_PROGRESS => ClaimOutcome::InProgress {
-                fingerprint: fingerprint()?,
-                retry_after: remaining()?,
-            },
-            sql::COMPLETED => ClaimOutcome::Completed {
-                fingerprint: fingerprint()?,
-                record: Bytes::from(row.try_get::<Vec<u8>, _>(2)?),
-                expires_in: remaining()?,
-            },
-            other => return Err(format!("unknown claim outcome {other}").into()),
-        })
-    };
-    read().map_err(|err| StoreError::new(BACKEND, err))
 }
 
 #[async_trait]
@@ -729,11 +269,10 @@ impl Store for PostgresStore {
         let bytes = ClaimBytes::from(claim);
         // The claim function answers Won again for our own token, so
         // sending it twice is safe.
-        let row = self
-            .send(Want::Row, |_| sql.claim_query(key.as_bytes(), &bytes))
-            .await?
-            .row();
-        claim_outcome(&row)
+        let row: PgRow = self
+            .send(|_| sql.claim_query(key.as_bytes(), &bytes))
+            .await?;
+        rows::claim_outcome(&row)
     }
 
     async fn complete(
@@ -745,8 +284,8 @@ impl Store for PostgresStore {
     ) -> Result<Fence, StoreError> {
         let sql = &self.inner.sql;
         let token = token.to_bytes();
-        let out = self
-            .send(Want::RowsAffected, |again| {
+        let changed = self
+            .send(|again| {
                 let text = if again {
                     &sql.complete_again
                 } else {
@@ -755,18 +294,16 @@ impl Store for PostgresStore {
                 sql.complete_query(text, key.as_bytes(), &token, record, ttl)
             })
             .await?;
-        self.fence(out, key).await
+        self.fence(changed, key).await
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
         let sql = &self.inner.sql;
         let token = token.to_bytes();
-        let out = self
-            .send(Want::RowsAffected, |_| {
-                sql.release_query(&sql.release, key.as_bytes(), &token)
-            })
+        let changed = self
+            .send(|_| sql.release_query(&sql.release, key.as_bytes(), &token))
             .await?;
-        self.fence(out, key).await
+        self.fence(changed, key).await
     }
 
     async fn renew(
@@ -777,12 +314,10 @@ impl Store for PostgresStore {
     ) -> Result<Fence, StoreError> {
         let sql = &self.inner.sql;
         let token = token.to_bytes();
-        let out = self
-            .send(Want::RowsAffected, |_| {
-                sql.renew_query(key.as_bytes(), &token, lease)
-            })
+        let changed = self
+            .send(|_| sql.renew_query(key.as_bytes(), &token, lease))
             .await?;
-        self.fence(out, key).await
+        self.fence(changed, key).await
     }
 
     async fn save_step(
@@ -797,8 +332,8 @@ impl Store for PostgresStore {
         let token = token.to_bytes();
         // Sent again after a lost connection: the first save may have
         // landed, and saving the same value again changes nothing.
-        let out = self
-            .send(Want::RowsAffected, |_| {
+        let changed = self
+            .send(|_| {
                 sqlx::query(&sql.save)
                     .bind(&key.as_bytes()[..])
                     .bind(&token[..])
@@ -807,7 +342,7 @@ impl Store for PostgresStore {
                     .bind(micros(ttl))
             })
             .await?;
-        self.fence(out, key).await
+        self.fence(changed, key).await
     }
 
     fn records_steps(&self) -> bool {
@@ -816,10 +351,7 @@ impl Store for PostgresStore {
 
     async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
         let sql = &self.inner.sql;
-        self.send(Want::RowsAffected, |_| {
-            sqlx::query(&sql.forget).bind(&key.as_bytes()[..])
-        })
-        .await?;
+        let _: Affected = self.send(|_| sql.forget_query(key.as_bytes())).await?;
         Ok(())
     }
 }

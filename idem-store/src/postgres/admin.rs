@@ -13,8 +13,8 @@ use idem_core::store::async_trait;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 
-use super::sql::micros;
-use super::{BACKEND, PgQuery, PostgresStore, Source};
+use super::statements::{BACKEND, PgQuery, micros};
+use super::{PostgresStore, Source};
 
 /// The columns every answer reads; the record's bytes come after them.
 const COLUMNS: &str = "key, site, \

@@ -6,30 +6,6 @@ use bytes::Bytes;
 use idem_core::StoreError;
 use idem_core::store::StepId;
 
-/// Migration 2: the steps table, and the function the claim statement
-/// calls to read a won key's steps. A PL/pgSQL function, never inlined,
-/// so its read takes a snapshot after the claim function's write: a step
-/// whose save held the record row (`FOR SHARE`) while the claim waited on
-/// it is seen.
-pub(super) const MIGRATION: &str = r#"
-CREATE TABLE {steps} (
-    call       bytea NOT NULL,
-    step       bytea NOT NULL,
-    value      bytea NOT NULL,
-    expires_at timestamptz NOT NULL,
-    PRIMARY KEY (call, step)
-);
-COMMENT ON TABLE {steps} IS 'idem: the finished steps (recovery points) of calls, kept across a release of the claim.';
-CREATE INDEX {steps_index} ON {steps} (expires_at);
-CREATE FUNCTION {steps_of}(p_key bytea) RETURNS bytea[]
-LANGUAGE plpgsql VOLATILE AS $idem$
-BEGIN
-    RETURN (SELECT array_agg(s.step || s.value) FROM {steps} AS s
-            WHERE s.call = p_key AND s.expires_at > statement_timestamp());
-END
-$idem$;
-"#;
-
 /// The statements of steps, rendered once per table.
 #[derive(Debug)]
 pub(super) struct StepsSql {
@@ -73,7 +49,9 @@ pub(super) fn parse(cells: Option<Vec<Vec<u8>>>) -> Result<Vec<(StepId, Bytes)>,
             let id = cell
                 .get(..16)
                 .and_then(|id| <[u8; 16]>::try_from(id).ok())
-                .ok_or_else(|| StoreError::new(super::BACKEND, "a stored step is cut short"))?;
+                .ok_or_else(|| {
+                    StoreError::new(super::statements::BACKEND, "a stored step is cut short")
+                })?;
             let mut value = Bytes::from(cell);
             Ok((StepId::from_bytes(id), value.split_off(16)))
         })

@@ -9,11 +9,13 @@ use idem_core::{Call, Error, ErrorPolicy, Reported, Store, StoreError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::Postgres;
-use sqlx::postgres::PgConnection;
+use sqlx::postgres::{PgConnection, PgRow};
 use tokio::sync::Mutex;
 
-use super::sql::Sql;
-use super::{BACKEND, ClaimBytes, Out, PostgresStore, Want, claim_outcome, send_on};
+use super::PostgresStore;
+use super::exec::{Affected, Answer};
+use super::rows::claim_outcome;
+use super::statements::{BACKEND, ClaimBytes, PgQuery, Sql};
 
 mod handle;
 pub use handle::TxHandle;
@@ -143,7 +145,7 @@ impl<P> InTransaction<'_, P> {
         F: AsyncFnOnce(&mut PgConnection) -> Result<T, E>,
     {
         let store = TxStore {
-            sql: &self.store.inner.sql,
+            sql: self.store.statements(),
             conn: Mutex::new(self.conn),
         };
         let store = &store;
@@ -164,13 +166,9 @@ struct TxStore<'a> {
 }
 
 impl TxStore<'_> {
-    async fn send<'q>(
-        &self,
-        want: Want,
-        query: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
-    ) -> Result<Out, StoreError> {
+    async fn send<T: Answer>(&self, query: PgQuery<'_>) -> Result<T, StoreError> {
         let mut conn = self.conn.lock().await;
-        send_on(query, &mut **conn, want)
+        T::read(query, &mut conn)
             .await
             .map_err(|err| StoreError::new(BACKEND, err))
     }
@@ -180,10 +178,9 @@ impl TxStore<'_> {
 impl Store for TxStore<'_> {
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
         let bytes = ClaimBytes::from(claim);
-        let row = self
-            .send(Want::Row, self.sql.claim_query(key.as_bytes(), &bytes))
-            .await?
-            .row();
+        let row: PgRow = self
+            .send(self.sql.claim_query(key.as_bytes(), &bytes))
+            .await?;
         claim_outcome(&row)
     }
 
@@ -202,7 +199,7 @@ impl Store for TxStore<'_> {
             record,
             ttl,
         );
-        Ok(self.send(Want::RowsAffected, query).await?.fence())
+        Ok(self.send::<Affected>(query).await?.fence())
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
@@ -210,7 +207,7 @@ impl Store for TxStore<'_> {
         let query = self
             .sql
             .release_query(&self.sql.release_locked, key.as_bytes(), &token);
-        Ok(self.send(Want::RowsAffected, query).await?.fence())
+        Ok(self.send::<Affected>(query).await?.fence())
     }
 
     /// Nothing to do: the claim row is locked by this transaction, so no
@@ -222,8 +219,8 @@ impl Store for TxStore<'_> {
 
     /// Inside the transaction: the record is gone when it commits.
     async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
-        let query = sqlx::query(&self.sql.forget).bind(&key.as_bytes()[..]);
-        self.send(Want::RowsAffected, query).await?;
+        let query = self.sql.forget_query(key.as_bytes());
+        self.send::<Affected>(query).await?;
         Ok(())
     }
 }

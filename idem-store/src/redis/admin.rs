@@ -17,9 +17,8 @@ use idem_core::key::RecordKey;
 use idem_core::store::async_trait;
 use redis::{FromRedisValue, Value};
 
-use super::{
-    CLAIM_AT, Conn, RECORD_AT, RedisStore, corrupt, fingerprint_at, remaining, ttl_at, unix_now,
-};
+use super::value::{CLAIM_AT, RECORD_AT, corrupt, fingerprint_at, remaining, ttl_at, unix_now};
+use super::{Conn, RedisStore};
 
 /// How much of a value a listing reads: a claim's fenced fields, its time
 /// and a call site's name (longer names are cut).

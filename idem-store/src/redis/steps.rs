@@ -15,7 +15,10 @@ use idem_core::key::RecordKey;
 use idem_core::store::{Fence, StepId};
 use redis::cluster_routing::Slot;
 
-use super::{RedisStore, corrupt, store_error};
+use super::RedisStore;
+use super::conn::store_error;
+use super::scripts::fence;
+use super::value::{corrupt, millis};
 
 /// Saves one step if the record is still our claim: the fence and the
 /// write in one script.
@@ -103,7 +106,7 @@ impl RedisStore {
         ttl: std::time::Duration,
     ) -> Result<Fence, StoreError> {
         let keys = [self.redis_key(key), self.steps_key(key)];
-        let px = super::millis(ttl).to_string();
+        let px = millis(ttl).to_string();
         let args: [&[u8]; 4] = [&token.to_bytes(), step.as_bytes(), value, px.as_bytes()];
         let held: i64 = match &self.replicas {
             None => {
@@ -134,7 +137,7 @@ impl RedisStore {
                 held
             }
         };
-        Ok(super::fence(held))
+        Ok(fence(held))
     }
 }
 

@@ -11,7 +11,8 @@ use sqlx::Postgres;
 use sqlx::postgres::PgConnection;
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
-use super::super::{BACKEND, PostgresStore};
+use super::super::PostgresStore;
+use super::super::statements::BACKEND;
 use super::TxStore;
 
 type Shared = Arc<Mutex<Option<sqlx::Transaction<'static, Postgres>>>>;
@@ -170,7 +171,7 @@ impl OwnedTxStore {
             ));
         };
         let store = TxStore {
-            sql: &self.store.inner.sql,
+            sql: self.store.statements(),
             conn: Mutex::new(&mut **tx),
         };
         step(&store).await

@@ -1,125 +1,31 @@
-//! The SQL of `PostgresStore`, rendered once per table.
+//! The statements of `PostgresStore`, rendered once per table, and the
+//! queries that bind their parameters.
 //!
 //! Expiry is judged by the server: `statement_timestamp()` is the start of
 //! the client's current statement, so it moves on inside a long
 //! transaction (unlike `now()`, which stays at the transaction's start) and
 //! is one fixed instant within one statement.
 
-use idem_core::StoreError;
+use std::time::Duration;
 
-/// The migrations, in order. `{t}` is the quoted, schema-qualified table,
-/// `{claim}` its claim function, `{index}` the bare name of its expiry
-/// index. Each step runs once, inside the migration's transaction; never
-/// edit a released step, add one.
-pub(super) const MIGRATIONS: &[&str] = &[
-    // 1: the records and the claim function.
-    r#"
-CREATE TABLE {t} (
-    key         bytea PRIMARY KEY,
-    token       bytea NOT NULL,
-    fingerprint bytea NOT NULL,
-    record      bytea,
-    expires_at  timestamptz NOT NULL
-);
-COMMENT ON TABLE {t} IS 'idem: idempotency records. record IS NULL while a claim is in progress.';
-CREATE INDEX {index} ON {t} (expires_at);
-CREATE FUNCTION {claim}(p_key bytea, p_token bytea, p_fingerprint bytea, p_lease_us bigint)
-RETURNS TABLE (o_outcome int, o_fingerprint bytea, o_record bytea, o_remaining_us bigint)
-LANGUAGE plpgsql VOLATILE AS $idem$
-DECLARE
-    ts timestamptz := statement_timestamp();
-    cur record;
-    took_over boolean;
-BEGIN
-    -- Each statement below takes a fresh snapshot (READ COMMITTED), so a
-    -- row committed by a racing claimer while we waited on its lock is
-    -- seen on the next turn of the loop.
-    FOR attempt IN 1..16 LOOP
-        SELECT r.token, r.fingerprint, r.record, r.expires_at INTO cur
-            FROM {t} AS r WHERE r.key = p_key;
-        IF FOUND AND cur.expires_at > ts THEN
-            IF cur.record IS NULL AND cur.token = p_token THEN
-                -- Our own claim, sent again after a lost connection.
-                RETURN QUERY SELECT 0, NULL::bytea, NULL::bytea, NULL::bigint;
-            ELSE
-                RETURN QUERY SELECT CASE WHEN cur.record IS NULL THEN 2 ELSE 3 END,
-                    cur.fingerprint, cur.record,
-                    floor(extract(epoch FROM cur.expires_at - ts) * 1000000)::bigint;
-            END IF;
-            RETURN;
-        END IF;
-        took_over := FOUND AND cur.record IS NULL;
-        INSERT INTO {t} AS r (key, token, fingerprint, record, expires_at)
-            VALUES (p_key, p_token, p_fingerprint, NULL, ts + p_lease_us * interval '1 microsecond')
-            ON CONFLICT (key) DO UPDATE
-                SET token = EXCLUDED.token, fingerprint = EXCLUDED.fingerprint,
-                    record = NULL, expires_at = EXCLUDED.expires_at
-                WHERE r.expires_at <= ts;
-        IF FOUND THEN
-            RETURN QUERY SELECT CASE WHEN took_over THEN 1 ELSE 0 END,
-                NULL::bytea, NULL::bytea, NULL::bigint;
-            RETURN;
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'idem: the claim on % did not settle', encode(p_key, 'hex')
-        USING ERRCODE = '40001';
-END
-$idem$;
-"#,
-    // 2: the steps of calls (recovery points).
-    super::steps::MIGRATION,
-    // 3: the call site's name and the claim's creation time, so records
-    // can be listed (`idem list`) without the raw key; the claim function
-    // gains the site as a fifth argument. The four-argument function
-    // stays, so replicas still running the previous release keep working
-    // during a rolling deploy (their claims list with no site or age).
-    r#"
-ALTER TABLE {t} ADD COLUMN site text, ADD COLUMN created_at timestamptz;
-CREATE FUNCTION {claim}(p_key bytea, p_token bytea, p_fingerprint bytea, p_lease_us bigint, p_site text)
-RETURNS TABLE (o_outcome int, o_fingerprint bytea, o_record bytea, o_remaining_us bigint)
-LANGUAGE plpgsql VOLATILE AS $idem$
-DECLARE
-    ts timestamptz := statement_timestamp();
-    cur record;
-    took_over boolean;
-BEGIN
-    -- Each statement below takes a fresh snapshot (READ COMMITTED), so a
-    -- row committed by a racing claimer while we waited on its lock is
-    -- seen on the next turn of the loop.
-    FOR attempt IN 1..16 LOOP
-        SELECT r.token, r.fingerprint, r.record, r.expires_at INTO cur
-            FROM {t} AS r WHERE r.key = p_key;
-        IF FOUND AND cur.expires_at > ts THEN
-            IF cur.record IS NULL AND cur.token = p_token THEN
-                -- Our own claim, sent again after a lost connection.
-                RETURN QUERY SELECT 0, NULL::bytea, NULL::bytea, NULL::bigint;
-            ELSE
-                RETURN QUERY SELECT CASE WHEN cur.record IS NULL THEN 2 ELSE 3 END,
-                    cur.fingerprint, cur.record,
-                    floor(extract(epoch FROM cur.expires_at - ts) * 1000000)::bigint;
-            END IF;
-            RETURN;
-        END IF;
-        took_over := FOUND AND cur.record IS NULL;
-        INSERT INTO {t} AS r (key, token, fingerprint, record, expires_at, site, created_at)
-            VALUES (p_key, p_token, p_fingerprint, NULL, ts + p_lease_us * interval '1 microsecond', p_site, ts)
-            ON CONFLICT (key) DO UPDATE
-                SET token = EXCLUDED.token, fingerprint = EXCLUDED.fingerprint,
-                    record = NULL, expires_at = EXCLUDED.expires_at,
-                    site = EXCLUDED.site, created_at = EXCLUDED.created_at
-                WHERE r.expires_at <= ts;
-        IF FOUND THEN
-            RETURN QUERY SELECT CASE WHEN took_over THEN 1 ELSE 0 END,
-                NULL::bytea, NULL::bytea, NULL::bigint;
-            RETURN;
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'idem: the claim on % did not settle', encode(p_key, 'hex')
-        USING ERRCODE = '40001';
-END
-$idem$;
-"#,
-];
+use idem_core::StoreError;
+use idem_core::store::Claim;
+use sqlx::Postgres;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+
+impl super::PostgresStore {
+    /// The statements of this store's table, for the transactional mode.
+    pub(super) fn statements(&self) -> &Sql {
+        &self.inner.sql
+    }
+}
+
+/// The backend's name in a `StoreError`.
+pub(super) const BACKEND: &str = "postgres";
+
+/// A statement with its parameters bound.
+pub(super) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
 
 /// Claim outcomes as the claim function reports them.
 pub(super) const WON: i32 = 0;
@@ -221,22 +127,6 @@ impl Sql {
             table_name: table.to_owned(),
         })
     }
-
-    /// Migration step `step` with this table's names filled in.
-    pub(super) fn migration(&self, step: &str) -> String {
-        step.replace("{t}", &self.table)
-            .replace(
-                "{claim}",
-                &format!("\"{}\".\"{}_claim\"", self.schema_name, self.table_name),
-            )
-            .replace("{index}", &format!("\"{}_expires_at\"", self.table_name))
-            .replace("{steps_of}", &self.steps.function)
-            .replace(
-                "{steps_index}",
-                &format!("\"{}_steps_exp\"", self.table_name),
-            )
-            .replace("{steps}", &self.steps.table)
-    }
 }
 
 impl Sql {
@@ -246,14 +136,14 @@ impl Sql {
         let code = err.as_database_error().and_then(|db| db.code());
         if matches!(code.as_deref(), Some("42P01" | "42883" | "3F000")) {
             return StoreError::new(
-                "postgres",
+                BACKEND,
                 format!(
                     "{err}: the table {} is not set up; call `PostgresStore::migrate()` once at startup (it is idempotent and safe to run from every replica)",
                     self.table
                 ),
             );
         }
-        StoreError::new("postgres", err)
+        StoreError::new(BACKEND, err)
     }
 }
 
@@ -268,7 +158,7 @@ fn check_identifier(what: &str, name: &str, max: usize) -> Result<(), StoreError
         Ok(())
     } else {
         Err(StoreError::new(
-            "postgres",
+            BACKEND,
             format!(
                 "invalid {what} name {name:?}: use ASCII letters, digits and '_', not starting with a digit, at most {max} bytes"
             ),
@@ -277,7 +167,81 @@ fn check_identifier(what: &str, name: &str, max: usize) -> Result<(), StoreError
 }
 
 /// A duration as whole microseconds for the server, capped at 100 years.
-pub(super) fn micros(duration: std::time::Duration) -> i64 {
+pub(super) fn micros(duration: Duration) -> i64 {
     const CAP: u128 = 100 * 365 * 24 * 3600 * 1_000_000;
     duration.as_micros().min(CAP) as i64
+}
+
+impl Sql {
+    pub(super) fn claim_query<'q>(&'q self, key: &'q [u8], claim: &'q ClaimBytes) -> PgQuery<'q> {
+        sqlx::query(&self.claim)
+            .bind(key)
+            .bind(&claim.token[..])
+            .bind(&claim.fingerprint[..])
+            .bind(claim.lease_us)
+            .bind(claim.site)
+    }
+
+    pub(super) fn complete_query<'q>(
+        &'q self,
+        text: &'q str,
+        key: &'q [u8],
+        token: &'q [u8],
+        record: &'q [u8],
+        ttl: Duration,
+    ) -> PgQuery<'q> {
+        sqlx::query(text)
+            .bind(key)
+            .bind(token)
+            .bind(record)
+            .bind(micros(ttl))
+    }
+
+    pub(super) fn release_query<'q>(
+        &'q self,
+        text: &'q str,
+        key: &'q [u8],
+        token: &'q [u8],
+    ) -> PgQuery<'q> {
+        sqlx::query(text).bind(key).bind(token)
+    }
+
+    pub(super) fn live_query<'q>(&'q self, key: &'q [u8]) -> PgQuery<'q> {
+        sqlx::query(&self.live).bind(key)
+    }
+
+    pub(super) fn renew_query<'q>(
+        &'q self,
+        key: &'q [u8],
+        token: &'q [u8],
+        lease: Duration,
+    ) -> PgQuery<'q> {
+        sqlx::query(&self.renew)
+            .bind(key)
+            .bind(token)
+            .bind(micros(lease))
+    }
+
+    pub(super) fn forget_query<'q>(&'q self, key: &'q [u8]) -> PgQuery<'q> {
+        sqlx::query(&self.forget).bind(key)
+    }
+}
+
+/// A claim's parameters as the claim statement binds them.
+pub(super) struct ClaimBytes {
+    token: [u8; 16],
+    fingerprint: [u8; 32],
+    lease_us: i64,
+    site: &'static str,
+}
+
+impl From<&Claim> for ClaimBytes {
+    fn from(claim: &Claim) -> Self {
+        ClaimBytes {
+            token: claim.token.to_bytes(),
+            fingerprint: *claim.fingerprint.as_bytes(),
+            lease_us: micros(claim.lease),
+            site: claim.site,
+        }
+    }
 }

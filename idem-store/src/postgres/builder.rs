@@ -1,0 +1,208 @@
+//! The settings of a `PostgresStore` and the ways to connect it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::StoreError;
+use sqlx::postgres::{PgConnectOptions, PgPool};
+
+use super::conns::Conns;
+use super::statements::{BACKEND, Sql};
+use super::{
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_PURGE_BATCH,
+    DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TABLE, Inner, PostgresStore, Source,
+};
+
+/// Settings of a [`PostgresStore`]: where the records live and how many
+/// connections to keep. Made by [`PostgresStore::builder`].
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+/// let store = idem::PostgresStore::builder()
+///     .schema("billing")
+///     .table("payment_idempotency")
+///     .max_connections(20)
+///     .connect("postgres://app@db.internal/app")
+///     .await?;
+/// store.migrate().await?; // creates billing.payment_idempotency
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PostgresStoreBuilder {
+    schema: String,
+    table: String,
+    max_connections: u32,
+    acquire_timeout: Duration,
+    response_timeout: Duration,
+    purge_batch: u32,
+}
+
+impl Default for PostgresStoreBuilder {
+    fn default() -> Self {
+        PostgresStoreBuilder {
+            schema: DEFAULT_SCHEMA.to_owned(),
+            table: DEFAULT_TABLE.to_owned(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            purge_batch: DEFAULT_PURGE_BATCH,
+        }
+    }
+}
+
+impl PostgresStoreBuilder {
+    /// The schema of the records table (default `public`); `migrate`
+    /// creates it if missing. ASCII letters, digits and `_`.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::PostgresStore::builder().schema("idem");
+    /// # Ok(()) }
+    /// ```
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The records table (default `idem_records`). `migrate` also creates
+    /// `<table>_migrations`, the function `<table>_claim` and the index
+    /// `<table>_expires_at` beside it. ASCII letters, digits and `_`, at
+    /// most 52 bytes.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::PostgresStore::builder().table("checkout_idem");
+    /// # Ok(()) }
+    /// ```
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = table.into();
+        self
+    }
+
+    /// How many connections [`connect`](Self::connect) opens at most
+    /// (default 10). Ignored by [`from_pool`](Self::from_pool), whose pool
+    /// has its own limit.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::PostgresStore::builder().max_connections(32);
+    /// # Ok(()) }
+    /// ```
+    pub fn max_connections(mut self, max: u32) -> Self {
+        self.max_connections = max;
+        self
+    }
+
+    /// How long a step waits for a connection before `Error::Store`
+    /// (default 5 s).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::PostgresStore::builder()
+    ///     .acquire_timeout(std::time::Duration::from_secs(1));
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// How long a step (claim, complete, release, renew) waits for the
+    /// server's answer before `Error::Store`. Default:
+    /// [`DEFAULT_RESPONSE_TIMEOUT`] (5 s). The connection is closed after a
+    /// timeout; whether the step took effect is unknown (a claim then ends
+    /// with its lease; a completion that did land is replayed).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let store = idem::PostgresStore::builder()
+    ///     .response_timeout(std::time::Duration::from_secs(2))
+    ///     .connect("postgres://app@db.internal/app")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How many rows one statement of
+    /// [`purge_expired`](PostgresStore::purge_expired) deletes (default
+    /// 5,000): small batches keep locks and WAL bursts short.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::PostgresStore::builder().purge_batch(1_000);
+    /// # Ok(()) }
+    /// ```
+    pub fn purge_batch(mut self, rows: u32) -> Self {
+        self.purge_batch = rows.max(1);
+        self
+    }
+
+    /// Connects to `url` with connections of the store's own (see
+    /// [`PostgresStore`] for why), opening one at once so that a wrong URL
+    /// fails here.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let store = idem::PostgresStore::builder()
+    ///     .connect("postgres://app@localhost/app")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(self, url: &str) -> Result<PostgresStore, StoreError> {
+        let options: PgConnectOptions = url.parse().map_err(|err| StoreError::new(BACKEND, err))?;
+        self.connect_with(options).await
+    }
+
+    /// As [`connect`](Self::connect), with sqlx's connect options.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let options: sqlx::postgres::PgConnectOptions = "postgres://app@localhost/app"
+    ///     .parse()
+    ///     .map_err(|err| idem::StoreError::new("postgres", err))?;
+    /// let store = idem::PostgresStore::builder()
+    ///     .connect_with(options.application_name("checkout"))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_with(
+        self,
+        options: PgConnectOptions,
+    ) -> Result<PostgresStore, StoreError> {
+        let sql = Sql::new(&self.schema, &self.table)?;
+        let conns = Conns::new(options, self.max_connections, self.acquire_timeout);
+        conns.acquire().await?.keep();
+        Ok(self.build(sql, Source::Own(Box::new(conns))))
+    }
+
+    /// A store on the caller's sqlx pool. Each step is still one statement,
+    /// but the pool pings connections (see [`PostgresStore`]); prefer
+    /// [`connect`](Self::connect) where round trips matter, or build the
+    /// pool with `test_before_acquire(false)`.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let pool = sqlx::PgPool::connect_lazy("postgres://app@localhost/app")
+    ///     .map_err(|err| idem::StoreError::new("postgres", err))?;
+    /// let store = idem::PostgresStore::builder().schema("idem").from_pool(pool)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_pool(self, pool: PgPool) -> Result<PostgresStore, StoreError> {
+        let sql = Sql::new(&self.schema, &self.table)?;
+        Ok(self.build(sql, Source::Pool(pool)))
+    }
+
+    fn build(self, sql: Sql, conns: Source) -> PostgresStore {
+        PostgresStore {
+            inner: Arc::new(Inner {
+                sql,
+                conns,
+                purge_batch: self.purge_batch,
+                response_timeout: self.response_timeout,
+            }),
+        }
+    }
+}

@@ -1,0 +1,51 @@
+CREATE TABLE {t} (
+    key         bytea PRIMARY KEY,
+    token       bytea NOT NULL,
+    fingerprint bytea NOT NULL,
+    record      bytea,
+    expires_at  timestamptz NOT NULL
+);
+COMMENT ON TABLE {t} IS 'idem: idempotency records. record IS NULL while a claim is in progress.';
+CREATE INDEX {index} ON {t} (expires_at);
+CREATE FUNCTION {claim}(p_key bytea, p_token bytea, p_fingerprint bytea, p_lease_us bigint)
+RETURNS TABLE (o_outcome int, o_fingerprint bytea, o_record bytea, o_remaining_us bigint)
+LANGUAGE plpgsql VOLATILE AS $idem$
+DECLARE
+    ts timestamptz := statement_timestamp();
+    cur record;
+    took_over boolean;
+BEGIN
+    -- Each statement below takes a fresh snapshot (READ COMMITTED), so a
+    -- row committed by a racing claimer while we waited on its lock is
+    -- seen on the next turn of the loop.
+    FOR attempt IN 1..16 LOOP
+        SELECT r.token, r.fingerprint, r.record, r.expires_at INTO cur
+            FROM {t} AS r WHERE r.key = p_key;
+        IF FOUND AND cur.expires_at > ts THEN
+            IF cur.record IS NULL AND cur.token = p_token THEN
+                -- Our own claim, sent again after a lost connection.
+                RETURN QUERY SELECT 0, NULL::bytea, NULL::bytea, NULL::bigint;
+            ELSE
+                RETURN QUERY SELECT CASE WHEN cur.record IS NULL THEN 2 ELSE 3 END,
+                    cur.fingerprint, cur.record,
+                    floor(extract(epoch FROM cur.expires_at - ts) * 1000000)::bigint;
+            END IF;
+            RETURN;
+        END IF;
+        took_over := FOUND AND cur.record IS NULL;
+        INSERT INTO {t} AS r (key, token, fingerprint, record, expires_at)
+            VALUES (p_key, p_token, p_fingerprint, NULL, ts + p_lease_us * interval '1 microsecond')
+            ON CONFLICT (key) DO UPDATE
+                SET token = EXCLUDED.token, fingerprint = EXCLUDED.fingerprint,
+                    record = NULL, expires_at = EXCLUDED.expires_at
+                WHERE r.expires_at <= ts;
+        IF FOUND THEN
+            RETURN QUERY SELECT CASE WHEN took_over THEN 1 ELSE 0 END,
+                NULL::bytea, NULL::bytea, NULL::bigint;
+            RETURN;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'idem: the claim on % did not settle', encode(p_key, 'hex')
+        USING ERRCODE = '40001';
+END
+$idem$;

@@ -1,0 +1,107 @@
+//! The claim: one pipeline of `PTTL`, `SET NX PX GET` and the steps'
+//! `HGETALL` (and `WAIT`, when replicas are awaited).
+
+use std::sync::atomic::Ordering;
+
+use idem_core::StoreError;
+use idem_core::key::RecordKey;
+use idem_core::store::{Claim, ClaimOutcome};
+
+use super::RedisStore;
+use super::conn::{refuses_writes, store_error};
+use super::steps;
+use super::value::{claim_value, claimed, millis};
+
+impl RedisStore {
+    /// `Store::claim`.
+    pub(super) async fn claim_key(
+        &self,
+        key: &RecordKey,
+        claim: &Claim,
+    ) -> Result<ClaimOutcome, StoreError> {
+        if self.recheck.load(Ordering::Relaxed) {
+            self.check_eviction().await?;
+            self.recheck.store(false, Ordering::Relaxed);
+        }
+        let value = claim_value(claim);
+        // `SET … NX GET` claims a free key, or leaves a held one as it is
+        // and answers its value: atomic, and native, which costs Redis a
+        // fraction of a script (and MULTI/EXEC around it costs more than
+        // the script). The `PTTL` before it, in the same pipeline (one
+        // write, one turn), gives the store-clock `Retry-After` and cache
+        // lifetime. The two may be split by other clients' commands, so
+        // the `PTTL` may be of an earlier value than the one read; it is
+        // sent first so that it can only be of one that existed before:
+        // either the value read, or one it replaced, in which case the
+        // value read was written after the `PTTL` ran and lives at least
+        // its own stored TTL from then. The lifetime reported is the
+        // smaller of the two, never later than the store's expiry.
+        // The `HGETALL` after it reads the call's saved steps in the same
+        // turn: if the `SET` won, no one else can save steps in between.
+        let redis_key = self.redis_key(key);
+        let mut pipe = redis::pipe();
+        pipe.cmd("PTTL")
+            .arg(&redis_key)
+            .cmd("SET")
+            .arg(&redis_key)
+            .arg(&value[..])
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(claim.lease))
+            .arg("GET")
+            .cmd("HGETALL")
+            .arg(self.steps_key(key));
+        if let Some(replicas) = &self.replicas {
+            replicas.append(&mut pipe);
+            let (pttl, held, saved, acks): (i64, Option<Vec<u8>>, Steps, u32) =
+                self.query(&pipe).await?;
+            if held.is_none() {
+                replicas.check(acks, "claim")?;
+            }
+            return with_steps(claimed(pttl, held), saved);
+        }
+        let (pttl, held, saved) = match self.query_raw(&pipe).await {
+            Ok(answer) => answer,
+            Err(err) if refuses_writes(&err) => {
+                let (pttl, held) = self.read_instead(&redis_key, err).await?;
+                (pttl, held, Vec::new())
+            }
+            Err(err) => return Err(store_error(err)),
+        };
+        with_steps(claimed(pttl, held), saved)
+    }
+
+    /// The claim on a server that refuses writes (at `maxmemory` with
+    /// `noeviction`, or a read-only replica): a completed record is still
+    /// replayed, a held key still answers in progress, and a free key
+    /// cannot be claimed (the refusal, as `Error::Store`).
+    async fn read_instead(
+        &self,
+        redis_key: &[u8],
+        refused: redis::RedisError,
+    ) -> Result<(i64, Option<Vec<u8>>), StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("PTTL").arg(redis_key).cmd("GET").arg(redis_key);
+        match self.query::<(i64, Option<Vec<u8>>)>(&pipe).await? {
+            (pttl, Some(held)) => Ok((pttl, Some(held))),
+            (_, None) => Err(store_error(refused)),
+        }
+    }
+}
+
+/// The fields of a call's steps hash.
+type Steps = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A won claim with the steps its pipeline read.
+fn with_steps(
+    outcome: Result<ClaimOutcome, StoreError>,
+    saved: Steps,
+) -> Result<ClaimOutcome, StoreError> {
+    match outcome? {
+        ClaimOutcome::Won { took_over, .. } => Ok(ClaimOutcome::Won {
+            took_over,
+            steps: steps::parse(saved)?,
+        }),
+        other => Ok(other),
+    }
+}

@@ -1,0 +1,78 @@
+//! The fenced steps: complete (sent once more after a lost connection),
+//! release and renew, each one script.
+
+use std::time::Duration;
+
+use idem_core::StoreError;
+use idem_core::key::RecordKey;
+use idem_core::store::{Fence, Token};
+use redis::Script;
+
+use super::RedisStore;
+use super::conn::store_error;
+use super::scripts::{COMPLETE, fence};
+use super::value::millis;
+
+impl RedisStore {
+    /// `Store::complete`.
+    pub(super) async fn complete_fenced(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let ttl = millis(ttl);
+        let px = ttl.to_string();
+        let args: [&[u8]; 4] = [&token.to_bytes(), record, px.as_bytes(), &ttl.to_be_bytes()];
+        let Some(replicas) = &self.replicas else {
+            return self.complete_once_more(key, args).await;
+        };
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVAL")
+            .arg(COMPLETE)
+            .arg(1)
+            .arg(self.redis_key(key));
+        for arg in args {
+            pipe.arg(arg);
+        }
+        pipe.arg("0");
+        replicas.append(&mut pipe);
+        let (held, acks): (i64, u32) = self.query(&pipe).await?;
+        if held != 1 {
+            return Ok(fence(held));
+        }
+        replicas.check(acks, "completion")?;
+        Ok(Fence::Held)
+    }
+
+    pub(super) async fn fenced(
+        &self,
+        script: &Script,
+        key: &RecordKey,
+        args: &[&[u8]],
+    ) -> Result<Fence, StoreError> {
+        let answer = self.invoke(script, key, args).await.map_err(store_error)?;
+        Ok(fence(answer))
+    }
+
+    /// The completion, sent once more when the connection was lost before
+    /// its answer came: the first may have landed (see `COMPLETE`).
+    async fn complete_once_more(
+        &self,
+        key: &RecordKey,
+        args: [&[u8]; 4],
+    ) -> Result<Fence, StoreError> {
+        let [token, record, px, ttl] = args;
+        let first = [token, record, px, ttl, b"0".as_slice()];
+        match self.invoke(&self.scripts.complete, key, &first).await {
+            Ok(answer) => Ok(fence(answer)),
+            Err(err) if err.is_io_error() || err.is_connection_dropped() => {
+                tracing::debug!(error = %err, "idem: Redis connection lost during a completion; sending it again");
+                let again = [token, record, px, ttl, b"1".as_slice()];
+                self.fenced(&self.scripts.complete, key, &again).await
+            }
+            Err(err) => Err(store_error(err)),
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The Lua of the fenced steps (complete, release, renew; the step save
+//! is in `steps.rs`) and how their answers read.
+
+use idem_core::store::Fence;
+use redis::Script;
+
+// The fenced steps compare the claim's token inside Redis, so they are Lua;
+// the claim needs no comparison and is native (see `Store::claim` below).
+// Each answers 1 when the claim was ours, 0 when another caller holds or
+// completed the key, -1 when the key is gone (our claim expired).
+//
+// A completion is sent once more after a lost connection (ARGV[5] = '1'):
+// the first may have landed, and then the value is completed with exactly
+// our TTL and record. Another holder's identical bytes would answer 1 as
+// well, which tells the caller nothing false: that same value is replayed.
+pub(super) const COMPLETE: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return -1 end
+if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  redis.call('SET', KEYS[1], 'C' .. string.sub(v, 18, 49) .. ARGV[4] .. ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+if ARGV[5] == '1' and string.sub(v, 1, 1) == 'C' and string.sub(v, 34) == ARGV[4] .. ARGV[2] then
+  return 1
+end
+return 0
+";
+
+pub(super) const RELEASE: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return -1 end
+if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+";
+
+pub(super) const RENEW: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return -1 end
+if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+";
+
+#[derive(Clone)]
+/// The fenced steps' scripts, each sent as `EVALSHA`.
+pub(super) struct Scripts {
+    pub(super) complete: Script,
+    pub(super) release: Script,
+    pub(super) renew: Script,
+    pub(super) save_step: Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        Scripts {
+            complete: Script::new(COMPLETE),
+            release: Script::new(RELEASE),
+            renew: Script::new(RENEW),
+            save_step: Script::new(super::steps::SAVE),
+        }
+    }
+}
+
+/// A fenced script's answer: 1 ours, 0 another caller's, -1 gone.
+pub(super) fn fence(answer: i64) -> Fence {
+    match answer {
+        1 => Fence::Held,
+        0 => Fence::Lost,
+        _ => Fence::Expired,
+    }
+}

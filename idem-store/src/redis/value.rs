@@ -1,0 +1,101 @@
+//! The values under a record's key: their layout, how a claim's is
+//! written, and how a read one is decoded.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use idem_core::StoreError;
+use idem_core::fingerprint::Fingerprint;
+use idem_core::store::{Claim, ClaimOutcome};
+
+/// A duration in whole milliseconds, at least 1 (`PX` needs it).
+pub(super) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// A value under an idem key that is none of idem's.
+pub(super) fn corrupt(what: &'static str) -> StoreError {
+    StoreError::new(
+        "redis",
+        format!("unexpected value under an idem key: {what}"),
+    )
+}
+
+/// The 32 fingerprint bytes of a stored value, at `at`.
+pub(super) fn fingerprint_at(value: &[u8], at: usize) -> Result<Fingerprint, StoreError> {
+    value
+        .get(at..at + 32)
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .map(Fingerprint::from_bytes)
+        .ok_or_else(|| corrupt("fingerprint is not 32 bytes"))
+}
+
+/// The TTL a completed value was stored with, at `at`.
+pub(super) fn ttl_at(value: &[u8], at: usize) -> Result<Duration, StoreError> {
+    value
+        .get(at..at + 8)
+        .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+        .map(|ms| Duration::from_millis(u64::from_be_bytes(ms)))
+        .ok_or_else(|| corrupt("TTL is not 8 bytes"))
+}
+
+/// What a `PTTL` answered, as a duration (none when negative).
+pub(super) fn remaining(pttl_ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0))
+}
+
+/// What a claim's `SET … NX GET` answered: nothing (the claim is ours), a
+/// completed record, or another caller's claim.
+pub(super) fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<ClaimOutcome, StoreError> {
+    let Some(held) = held else {
+        return Ok(ClaimOutcome::Won {
+            took_over: false,
+            steps: Vec::new(),
+        });
+    };
+    let held = Bytes::from(held);
+    let left = remaining(pttl);
+    match held.first() {
+        Some(b'C') if held.len() >= RECORD_AT => Ok(ClaimOutcome::Completed {
+            fingerprint: fingerprint_at(&held, 1)?,
+            expires_in: left.min(ttl_at(&held, 33)?),
+            record: held.slice(RECORD_AT..),
+        }),
+        Some(b'P') if held.len() >= CLAIM_AT => Ok(ClaimOutcome::InProgress {
+            fingerprint: fingerprint_at(&held, 17)?,
+            retry_after: left,
+        }),
+        _ => Err(corrupt("unknown state")),
+    }
+}
+
+/// Where a claim's listing fields start: `P`, token, fingerprint.
+pub(super) const CLAIM_AT: usize = 1 + 16 + 32;
+
+/// An in-progress value: `P`, token, fingerprint, then for listing only
+/// (`idem list`; the fenced steps read the first 49 bytes) the claim's
+/// time in Unix milliseconds by the claimer's clock and the call site's
+/// name. Expiry never reads that time: it is Redis's `PX`.
+pub(super) fn claim_value(claim: &Claim) -> Vec<u8> {
+    let now = unix_now().as_millis() as u64;
+    let mut value = Vec::with_capacity(CLAIM_AT + 8 + claim.site.len());
+    value.push(b'P');
+    value.extend_from_slice(&claim.token.to_bytes());
+    value.extend_from_slice(claim.fingerprint.as_bytes());
+    value.extend_from_slice(&now.to_be_bytes());
+    value.extend_from_slice(claim.site.as_bytes());
+    value
+}
+
+/// The wall-clock time since the Unix epoch (zero before it), for a
+/// claim's listing time only.
+pub(super) fn unix_now() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// Where a completed value's record starts: `C`, fingerprint, TTL.
+pub(super) const RECORD_AT: usize = 1 + 32 + 8;
