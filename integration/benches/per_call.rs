@@ -1,0 +1,119 @@
+//! Runs N calls of one kind in a loop, for counting instructions per call
+//! with callgrind (the throughput bench times calls; this counts them).
+//!
+//! ```sh
+//! cargo bench -p idem-integration --bench per_call --no-run
+//! BIN=$(ls -t $CARGO_TARGET_DIR/release/deps/per_call-* | grep -v '\.d$' | head -1)
+//! for n in 10000 20000; do
+//!   valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.$n $BIN memory-fresh $n 2>&1 | grep refs
+//! done
+//! ```
+//!
+//! The difference of the two totals divided by the difference of the
+//! counts is the cost of one call, set-up and warm-up excluded. Kinds:
+//! `memory-fresh`, `memory-replay`, `hand-fresh`, `hand-replay` (the
+//! `Mutex<HashMap>` dedupe of the throughput bench), `sqlite-fresh`,
+//! `sqlite-replay`, `encode-u64`, `decode-u64`, `key`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use idem::{Error, Idempotency, MemoryStore, RecordKey, SqliteStore};
+
+const WARM: u64 = 1_000;
+const HOT: u64 = 1_000;
+
+async fn call(idem: &Idempotency, key: u64) {
+    let out: Result<u64, Error> = idem
+        .call("bench", &key)
+        .run(|| async move { Ok(std::hint::black_box(key)) })
+        .await;
+    out.expect("idem call");
+}
+
+fn hand(map: &Mutex<HashMap<u64, u64>>, key: u64) -> u64 {
+    if let Some(v) = map.lock().unwrap().get(&key) {
+        return *v;
+    }
+    let v = std::hint::black_box(key);
+    map.lock().unwrap().insert(key, v);
+    v
+}
+
+async fn sqlite_store() -> (SqliteStore, std::path::PathBuf) {
+    let path = std::env::temp_dir().join(format!(
+        "idem-per-call-{:x}.db",
+        idem::Token::random().to_u128() as u32
+    ));
+    (SqliteStore::open(&path).await.expect("SQLite file"), path)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| !a.starts_with('-'));
+    let kind = args.next().unwrap_or_else(|| "memory-fresh".into());
+    let n: u64 = args.next().and_then(|n| n.parse().ok()).unwrap_or(10_000);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async {
+        match kind.as_str() {
+            "memory-fresh" | "memory-replay" => {
+                let idem = Idempotency::new(MemoryStore::new());
+                for k in 0..WARM.max(HOT) {
+                    call(&idem, u64::MAX - k).await;
+                }
+                let replay = kind.ends_with("replay");
+                for i in 0..n {
+                    call(&idem, if replay { u64::MAX - i % HOT } else { i }).await;
+                }
+            }
+            "sqlite-fresh" | "sqlite-replay" => {
+                let (store, path) = sqlite_store().await;
+                let idem = Idempotency::new(store.clone());
+                for k in 0..HOT {
+                    call(&idem, u64::MAX - k).await;
+                }
+                let replay = kind.ends_with("replay");
+                for i in 0..n {
+                    call(&idem, if replay { u64::MAX - i % HOT } else { i }).await;
+                }
+                store.close().await;
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut name = path.as_os_str().to_owned();
+                    name.push(suffix);
+                    let _ = std::fs::remove_file(name);
+                }
+            }
+            "hand-fresh" | "hand-replay" => {
+                let map = Mutex::new(HashMap::new());
+                for k in 0..WARM.max(HOT) {
+                    hand(&map, u64::MAX - k);
+                }
+                let replay = kind.ends_with("replay");
+                for i in 0..n {
+                    hand(&map, if replay { u64::MAX - i % HOT } else { i });
+                }
+            }
+            "encode-u64" => {
+                for i in 0..n {
+                    std::hint::black_box(idem::__private::encode_record(&i).unwrap());
+                }
+            }
+            "decode-u64" => {
+                let bytes = idem::__private::encode_record(&918_273u64).unwrap();
+                for _ in 0..n {
+                    let v: u64 =
+                        idem::__private::decode_record(std::hint::black_box(&bytes)).unwrap();
+                    std::hint::black_box(v);
+                }
+            }
+            "key" => {
+                for i in 0..n {
+                    std::hint::black_box(RecordKey::new("bench", &i));
+                }
+            }
+            other => panic!("unknown kind `{other}`"),
+        }
+    });
+}
