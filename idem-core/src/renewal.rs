@@ -4,13 +4,13 @@
 //! on a multi-thread runtime; for a borrowed store (a transaction), which
 //! cannot be sent to another task, renewal runs in the body's own task.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use foldhash::HashMap;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -25,6 +25,8 @@ use crate::{CallSite, Fence, RecordKey, Store, Token};
 /// not a task of its own.
 #[derive(Default)]
 pub(crate) struct Renewer {
+    /// foldhash: keyed by digests and random tokens, so a seeded fast hash
+    /// is as safe here as SipHash, at a fraction of its cost per call.
     claims: Mutex<HashMap<(RecordKey, Token), Running>>,
     wake: Arc<Notify>,
     started: AtomicBool,

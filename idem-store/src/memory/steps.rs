@@ -1,8 +1,7 @@
 //! The finished steps of calls (`idem::step`), kept beside the records.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
+use foldhash::HashMap;
 use idem_core::{RecordKey, StepId};
 use tokio::time::Instant;
 
