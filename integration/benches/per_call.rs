@@ -13,12 +13,16 @@
 //! counts is the cost of one call, set-up and warm-up excluded. Kinds:
 //! `memory-fresh`, `memory-replay`, `hand-fresh`, `hand-replay` (the
 //! `Mutex<HashMap>` dedupe of the throughput bench), `sqlite-fresh`,
-//! `sqlite-replay`, `encode-u64`, `decode-u64`, `key`.
+//! `sqlite-replay`, `raw-sqlite-fresh`, `raw-sqlite-replay` (the
+//! throughput bench's raw statements, on a pool opened as the store opens
+//! its own), `encode-u64`, `decode-u64`, `key`.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use idem::{Error, Idempotency, MemoryStore, RecordKey, SqliteStore};
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 const WARM: u64 = 1_000;
 const HOT: u64 = 1_000;
@@ -40,12 +44,65 @@ fn hand(map: &Mutex<HashMap<u64, u64>>, key: u64) -> u64 {
     v
 }
 
+/// Removes the database file and its WAL and shared-memory files.
+fn remove(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(name);
+    }
+}
+
 async fn sqlite_store() -> (SqliteStore, std::path::PathBuf) {
     let path = std::env::temp_dir().join(format!(
         "idem-per-call-{:x}.db",
         idem::Token::random().to_u128() as u32
     ));
     (SqliteStore::open(&path).await.expect("SQLite file"), path)
+}
+
+async fn raw_pool(path: &std::path::Path) -> SqlitePool {
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .connect_with(options)
+        .await
+        .expect("SQLite pool");
+    sqlx::query("CREATE TABLE raw_records (key INTEGER PRIMARY KEY, token BLOB NOT NULL, record BLOB, expires_at INTEGER NOT NULL)")
+        .execute(&pool)
+        .await
+        .expect("raw table");
+    pool
+}
+
+/// The throughput bench's raw fresh call: `INSERT … ON CONFLICT DO
+/// NOTHING`, then `UPDATE`.
+async fn raw_fresh(pool: &SqlitePool, key: i64) {
+    sqlx::query("INSERT INTO raw_records (key, token, expires_at) VALUES (?1, ?2, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + 30000) ON CONFLICT DO NOTHING")
+        .bind(key)
+        .bind(&[7u8; 16][..])
+        .execute(pool)
+        .await
+        .expect("raw insert");
+    sqlx::query("UPDATE raw_records SET record = ?2, expires_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + 86400000 WHERE key = ?1 AND token = ?3")
+        .bind(key)
+        .bind(&b"\x01\x00\x031"[..])
+        .bind(&[7u8; 16][..])
+        .execute(pool)
+        .await
+        .expect("raw update");
+}
+
+async fn raw_replay(pool: &SqlitePool, key: i64) {
+    let row: Option<(Vec<u8>,)> = sqlx::query_as("SELECT record FROM raw_records WHERE key = ?1")
+        .bind(key)
+        .fetch_optional(pool)
+        .await
+        .expect("raw select");
+    assert!(row.is_some());
 }
 
 fn main() {
@@ -79,11 +136,24 @@ fn main() {
                     call(&idem, if replay { u64::MAX - i % HOT } else { i }).await;
                 }
                 store.close().await;
-                for suffix in ["", "-wal", "-shm"] {
-                    let mut name = path.as_os_str().to_owned();
-                    name.push(suffix);
-                    let _ = std::fs::remove_file(name);
+                remove(&path);
+            }
+            "raw-sqlite-fresh" | "raw-sqlite-replay" => {
+                let (store, path) = sqlite_store().await;
+                let pool = raw_pool(&path).await;
+                for k in 0..HOT {
+                    raw_fresh(&pool, -(k as i64) - 1).await;
                 }
+                for i in 0..n {
+                    if kind.ends_with("replay") {
+                        raw_replay(&pool, -((i % HOT) as i64) - 1).await;
+                    } else {
+                        raw_fresh(&pool, i as i64).await;
+                    }
+                }
+                pool.close().await;
+                store.close().await;
+                remove(&path);
             }
             "hand-fresh" | "hand-replay" => {
                 let map = Mutex::new(HashMap::new());
