@@ -15,7 +15,9 @@
 //! `Mutex<HashMap>` dedupe of the throughput bench), `sqlite-fresh`,
 //! `sqlite-replay`, `raw-sqlite-fresh`, `raw-sqlite-replay` (the
 //! throughput bench's raw statements, on a pool opened as the store opens
-//! its own), `encode-u64`, `decode-u64`, `key`.
+//! its own), `encode-u64`, `decode-u64`, `key`; `memory-yield` (a fresh
+//! key whose body awaits once, so the runtime's other tasks run between
+//! calls) and `memory-yield-64` (the same from 64 tasks at once).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -123,6 +125,29 @@ fn main() {
                 let replay = kind.ends_with("replay");
                 for i in 0..n {
                     call(&idem, if replay { u64::MAX - i % HOT } else { i }).await;
+                }
+            }
+            "memory-yield" | "memory-yield-64" => {
+                let idem = Idempotency::new(MemoryStore::new());
+                let tasks: u64 = if kind.ends_with("64") { 64 } else { 1 };
+                let mut running = Vec::new();
+                for t in 0..tasks {
+                    let idem = idem.clone();
+                    running.push(tokio::spawn(async move {
+                        for i in (0..n / tasks).map(|i| i * tasks + t) {
+                            let out: Result<u64, Error> = idem
+                                .call("bench", &i)
+                                .run(|| async move {
+                                    tokio::task::yield_now().await;
+                                    Ok(i)
+                                })
+                                .await;
+                            out.expect("idem call");
+                        }
+                    }));
+                }
+                for task in running {
+                    task.await.expect("bench task");
                 }
             }
             "sqlite-fresh" | "sqlite-replay" => {
