@@ -5,10 +5,10 @@
 //! (measured from before the request left, so never later than the
 //! store's own expiry). In-progress states are never cached.
 
-use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use bytes::Bytes;
+use foldhash::HashMap;
 use tokio::time::Instant;
 
 use crate::{Fingerprint, RecordKey};

@@ -119,14 +119,20 @@ pub(crate) struct Parsed<'a> {
 }
 
 pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
-    let &format = bytes.first().ok_or(CodecError::Corrupt("empty record"))?;
+    // No `ok_or(error)`: an error built eagerly is dropped again on every
+    // replay that succeeds.
+    let short = || CodecError::Corrupt("record shorter than its header");
+    let Some(&format) = bytes.first() else {
+        return Err(CodecError::Corrupt("empty record"));
+    };
     // Where the version and the name length are, by format.
     let (version, name_at) = match format {
         FORMAT | FORMAT_2 => {
-            let version = bytes
+            let version: [u8; 4] = bytes
                 .get(2..6)
-                .ok_or(CodecError::Corrupt("record shorter than its header"))?;
-            (u32::from_be_bytes(version.try_into().expect("4 bytes")), 6)
+                .and_then(|v| v.try_into().ok())
+                .ok_or_else(short)?;
+            (u32::from_be_bytes(version), 6)
         }
         FORMAT_1 => (0, 2),
         other => return Err(CodecError::Format(other)),
@@ -136,16 +142,12 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
         Some(&ERR) => Outcome::Err,
         Some(&NOT_STORED) => Outcome::NotStored,
         Some(_) => return Err(CodecError::Corrupt("unknown outcome byte")),
-        None => return Err(CodecError::Corrupt("record shorter than its header")),
+        None => return Err(short()),
     };
-    let name_len = usize::from(
-        *bytes
-            .get(name_at)
-            .ok_or(CodecError::Corrupt("record shorter than its header"))?,
-    );
-    let name = bytes
-        .get(name_at + 1..name_at + 1 + name_len)
-        .ok_or(CodecError::Corrupt("type name cut short"))?;
+    let name_len = usize::from(*bytes.get(name_at).ok_or_else(short)?);
+    let Some(name) = bytes.get(name_at + 1..name_at + 1 + name_len) else {
+        return Err(CodecError::Corrupt("type name cut short"));
+    };
     let type_name =
         std::str::from_utf8(name).map_err(|_| CodecError::Corrupt("type name is not UTF-8"))?;
     Ok(Parsed {

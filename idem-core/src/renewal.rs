@@ -4,13 +4,13 @@
 //! on a multi-thread runtime; for a borrowed store (a transaction), which
 //! cannot be sent to another task, renewal runs in the body's own task.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use foldhash::HashMap;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -25,9 +25,20 @@ use crate::{CallSite, Fence, RecordKey, Store, Token};
 /// not a task of its own.
 #[derive(Default)]
 pub(crate) struct Renewer {
-    claims: Mutex<HashMap<(RecordKey, Token), Running>>,
+    claims: Mutex<Registry>,
     wake: Arc<Notify>,
     started: AtomicBool,
+}
+
+#[derive(Default)]
+struct Registry {
+    /// foldhash: keyed by digests and random tokens, so a seeded fast hash
+    /// is as safe here as SipHash, at a fraction of its cost per call.
+    running: HashMap<(RecordKey, Token), Running>,
+    /// When the renewal task means to wake next; `None` before it first
+    /// looked. A claim due earlier wakes it; any other waits, so a call
+    /// costs no wake-up of the task and no scan of the other claims.
+    wake_at: Option<Instant>,
 }
 
 /// A claim due for renewal.
@@ -54,7 +65,7 @@ pub(crate) struct Registered<'r> {
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
-        self.renewer.lock().remove(&self.claim);
+        self.renewer.lock().running.remove(&self.claim);
     }
 }
 
@@ -79,8 +90,12 @@ impl Renewer {
         };
         let earliest = {
             let mut claims = self.lock();
-            claims.insert((key, token), running);
-            claims.values().all(|other| other.due >= due)
+            claims.running.insert((key, token), running);
+            let earliest = claims.wake_at.is_none_or(|wake_at| due < wake_at);
+            if earliest {
+                claims.wake_at = Some(due);
+            }
+            earliest
         };
         if !self.started.swap(true, Ordering::AcqRel) {
             tokio::spawn(renew_all(Arc::downgrade(handle)));
@@ -100,16 +115,17 @@ impl Renewer {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(RecordKey, Token), Running>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.claims.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The claims due now (their next due time moved on), and when the
-    /// next one falls due.
-    fn take_due(&self, now: Instant) -> (Vec<Due>, Option<Instant>) {
+    /// task wakes next: when the next one falls due, or after
+    /// [`IDLE_CHECK`] with none.
+    fn take_due(&self, now: Instant) -> (Vec<Due>, Instant) {
         let mut claims = self.lock();
         let mut due = Vec::new();
-        for (&(key, token), running) in claims.iter_mut() {
+        for (&(key, token), running) in claims.running.iter_mut() {
             if running.due <= now {
                 running.due = now + third(running.lease);
                 due.push(Due {
@@ -121,8 +137,10 @@ impl Renewer {
                 });
             }
         }
-        let next = claims.values().map(|running| running.due).min();
-        (due, next)
+        let next = claims.running.values().map(|running| running.due).min();
+        let wake_at = next.unwrap_or(now + IDLE_CHECK);
+        claims.wake_at = Some(wake_at);
+        (due, wake_at)
     }
 }
 
@@ -138,7 +156,7 @@ async fn renew_all(handle: Weak<Inner>) {
         let Some(inner) = handle.upgrade() else {
             return;
         };
-        let (due, next) = inner.renewer.take_due(Instant::now());
+        let (due, sleep_until) = inner.renewer.take_due(Instant::now());
         for claim in due {
             let store = Arc::clone(&inner.store);
             tokio::spawn(async move {
@@ -149,7 +167,6 @@ async fn renew_all(handle: Weak<Inner>) {
         // a claim registered meanwhile leaves a permit on `wake`.
         let wake = Arc::clone(&inner.renewer.wake);
         drop(inner);
-        let sleep_until = next.unwrap_or_else(|| Instant::now() + IDLE_CHECK);
         tokio::select! {
             () = tokio::time::sleep_until(sleep_until) => {}
             () = wake.notified() => {}
@@ -162,6 +179,7 @@ struct RestartOnDrop(Weak<Inner>);
 impl Drop for RestartOnDrop {
     fn drop(&mut self) {
         if let Some(inner) = self.0.upgrade() {
+            inner.renewer.lock().wake_at = None;
             inner.renewer.started.store(false, Ordering::Release);
         }
     }

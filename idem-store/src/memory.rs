@@ -3,11 +3,11 @@
 
 mod steps;
 
-use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
+use foldhash::HashMap;
 use idem_core::fingerprint::Fingerprint;
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
@@ -48,6 +48,10 @@ pub struct MemoryStore {
 
 #[derive(Default)]
 struct Shard {
+    /// foldhash, not std's SipHash: the keys are SHA-256 digests, which a
+    /// caller cannot aim at a bucket without knowing the map's random seed,
+    /// and SipHash over 32 bytes cost more per call than the rest of the
+    /// store step (callgrind, see BENCHMARKS.md).
     entries: HashMap<RecordKey, Entry>,
     inserts: u32,
     steps: steps::Steps,

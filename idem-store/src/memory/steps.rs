@@ -1,8 +1,7 @@
 //! The finished steps of calls (`idem::step`), kept beside the records.
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
+use foldhash::HashMap;
 use idem_core::key::RecordKey;
 use idem_core::store::StepId;
 use tokio::time::Instant;

@@ -7,6 +7,54 @@ use std::time::{Duration, Instant};
 
 pub const ROUNDS: usize = 7;
 
+/// A runtime the scenarios run on.
+#[derive(Clone, Copy)]
+pub enum Flavor {
+    CurrentThread,
+    MultiThread(usize),
+}
+
+impl Flavor {
+    /// The runtimes `IDEM_BENCH_RUNTIMES` asks for (`current`, `multi`, or
+    /// both, the default), the multi-thread one with `IDEM_BENCH_WORKERS`
+    /// workers (default 2).
+    pub fn wanted() -> Vec<Flavor> {
+        let which = std::env::var("IDEM_BENCH_RUNTIMES").unwrap_or_default();
+        let workers = std::env::var("IDEM_BENCH_WORKERS")
+            .ok()
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(2);
+        let all = which.is_empty();
+        let mut flavors = Vec::new();
+        if all || which.contains("current") {
+            flavors.push(Flavor::CurrentThread);
+        }
+        if all || which.contains("multi") {
+            flavors.push(Flavor::MultiThread(workers));
+        }
+        flavors
+    }
+
+    pub fn label(self) -> String {
+        match self {
+            Flavor::CurrentThread => "current-thread".to_owned(),
+            Flavor::MultiThread(workers) => format!("multi-thread ({workers})"),
+        }
+    }
+
+    pub fn runtime(self) -> tokio::runtime::Runtime {
+        let mut builder = match self {
+            Flavor::CurrentThread => tokio::runtime::Builder::new_current_thread(),
+            Flavor::MultiThread(workers) => {
+                let mut builder = tokio::runtime::Builder::new_multi_thread();
+                builder.worker_threads(workers);
+                builder
+            }
+        };
+        builder.enable_all().build().expect("tokio runtime")
+    }
+}
+
 #[derive(Clone, Copy)]
 pub struct Figures {
     pub per_sec: f64,
@@ -54,6 +102,7 @@ where
 }
 
 pub struct Row {
+    pub runtime: String,
     pub scenario: String,
     pub subject: String,
     pub figures: Figures,
@@ -64,6 +113,8 @@ pub struct Row {
 
 pub struct Report {
     filter: Option<String>,
+    /// The runtime the scenarios now running run on.
+    runtime: String,
     /// `IDEM_BENCH_SUBJECT`: run only the subjects whose name contains it.
     subject: Option<String>,
     /// `IDEM_BENCH_VERBOSE`: print every round.
@@ -76,11 +127,17 @@ impl Report {
     pub fn new(filter: Option<String>) -> Self {
         Self {
             filter,
+            runtime: String::new(),
             subject: std::env::var("IDEM_BENCH_SUBJECT").ok(),
             verbose: std::env::var_os("IDEM_BENCH_VERBOSE").is_some(),
             rows: Vec::new(),
             notes: Vec::new(),
         }
+    }
+
+    /// Labels the rows of the scenarios run from now on.
+    pub fn set_runtime(&mut self, runtime: String) {
+        self.runtime = runtime;
     }
 
     /// Whether any scenario of a group (named by `group`) may be wanted, to
@@ -114,7 +171,7 @@ impl Report {
         if !self.wants(scenario) {
             return;
         }
-        eprintln!("bench: {scenario}");
+        eprintln!("bench: {scenario} ({})", self.runtime);
         let idem = subjects[0].0.to_owned();
         let subjects: Vec<(&str, Runner)> = subjects
             .into_iter()
@@ -147,6 +204,7 @@ impl Report {
             let runs = &mut rounds[i];
             runs.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
             self.rows.push(Row {
+                runtime: self.runtime.clone(),
                 scenario: scenario.to_owned(),
                 subject: (*name).to_owned(),
                 figures: runs[runs.len() / 2],
@@ -156,27 +214,35 @@ impl Report {
     }
 
     /// A line printed under the table (e.g. bytes per record).
+    /// The same note from a second runtime is kept once.
     pub fn note(&mut self, note: String) {
-        self.notes.push(note);
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+
+    /// The ratio of idem's throughput to `row`'s, when `row` is a baseline.
+    fn ratio(&self, row: &Row) -> Option<f64> {
+        let idem = row.baseline_of.as_ref()?;
+        let base = self
+            .rows
+            .iter()
+            .find(|r| r.runtime == row.runtime && r.scenario == row.scenario && &r.subject == idem)
+            .expect("idem row");
+        Some(base.figures.per_sec / row.figures.per_sec)
     }
 
     pub fn print(&self) {
-        println!("| scenario | subject | calls/s | p50 | p99 | idem ÷ this |");
-        println!("| --- | --- | ---: | ---: | ---: | ---: |");
+        self.print_ratios();
+        println!("| runtime | scenario | subject | calls/s | p50 | p99 | idem ÷ this |");
+        println!("| --- | --- | --- | ---: | ---: | ---: | ---: |");
         for row in &self.rows {
-            let ratio = match &row.baseline_of {
-                None => "—".to_owned(),
-                Some(idem) => {
-                    let base = self
-                        .rows
-                        .iter()
-                        .find(|r| r.scenario == row.scenario && &r.subject == idem)
-                        .expect("idem row");
-                    format!("{:.2}×", base.figures.per_sec / row.figures.per_sec)
-                }
-            };
+            let ratio = self
+                .ratio(row)
+                .map_or_else(|| "—".to_owned(), |r| format!("{r:.2}×"));
             println!(
-                "| {} | {} | {:.0} | {:.1} µs | {:.1} µs | {} |",
+                "| {} | {} | {} | {:.0} | {:.1} µs | {:.1} µs | {} |",
+                row.runtime,
                 row.scenario,
                 row.subject,
                 row.figures.per_sec,
@@ -191,6 +257,43 @@ impl Report {
         for note in &self.notes {
             println!("- {note}");
         }
+    }
+
+    /// idem ÷ each baseline, one column per runtime, side by side.
+    fn print_ratios(&self) {
+        let mut runtimes: Vec<&str> = Vec::new();
+        for row in &self.rows {
+            if !runtimes.contains(&row.runtime.as_str()) {
+                runtimes.push(&row.runtime);
+            }
+        }
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        for row in self.rows.iter().filter(|row| row.baseline_of.is_some()) {
+            if !pairs.contains(&(&row.scenario, &row.subject)) {
+                pairs.push((&row.scenario, &row.subject));
+            }
+        }
+        if pairs.is_empty() {
+            return;
+        }
+        println!("| scenario | idem ÷ this | {} |", runtimes.join(" | "));
+        println!("| --- | --- |{}", " ---: |".repeat(runtimes.len()));
+        for (scenario, subject) in pairs {
+            let cells: Vec<String> = runtimes
+                .iter()
+                .map(|runtime| {
+                    self.rows
+                        .iter()
+                        .find(|r| {
+                            r.runtime == *runtime && r.scenario == scenario && r.subject == subject
+                        })
+                        .and_then(|row| self.ratio(row))
+                        .map_or_else(|| "—".to_owned(), |r| format!("{r:.2}×"))
+                })
+                .collect();
+            println!("| {scenario} | {subject} | {} |", cells.join(" | "));
+        }
+        println!();
     }
 }
 
