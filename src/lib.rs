@@ -70,7 +70,6 @@
 //! (`idemkit = "0.1"` in `Cargo.toml`, `idem::…` in code). Minimum Rust
 //! version: 1.88.
 
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use idem_core::{

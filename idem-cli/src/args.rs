@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 /// let a key run again, purge expired records, count them.
 #[derive(Debug, Parser)]
 #[command(name = "idem", version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub store: StoreArgs,
     #[command(flatten)]
@@ -24,7 +24,7 @@ pub struct Cli {
 /// Exactly one store.
 #[derive(Debug, Args)]
 #[group(required = true, multiple = false)]
-pub struct StoreArgs {
+pub(crate) struct StoreArgs {
     /// A Redis server, e.g. redis://127.0.0.1:6379
     #[arg(long, value_name = "URL", env = "IDEM_REDIS_URL")]
     pub redis: Option<String>,
@@ -38,7 +38,7 @@ pub struct StoreArgs {
 
 /// Where records live inside the store, when not the default.
 #[derive(Debug, Args)]
-pub struct StoreOptions {
+pub(crate) struct StoreOptions {
     /// PostgreSQL schema of the records table.
     #[arg(long, default_value = "public", global = true)]
     pub schema: String,
@@ -51,7 +51,7 @@ pub struct StoreOptions {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Show one record: state, age, expiry, fingerprint, size, and its value as JSON.
     Inspect(Which),
     /// List records, oldest first.
@@ -68,7 +68,7 @@ pub enum Command {
 /// hashed key as `idem list` prints it.
 #[derive(Debug, Args)]
 #[group(required = true, multiple = true)]
-pub struct Which {
+pub(crate) struct Which {
     /// The scope the call was given; repeat it for a tuple scope, e.g.
     /// `--scope payments --scope acme` for `("payments", "acme")`. Each
     /// part is hashed as a string.
@@ -83,7 +83,7 @@ pub struct Which {
 }
 
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// Only live in-progress claims.
     #[arg(long)]
     pub in_progress: bool,

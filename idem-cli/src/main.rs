@@ -32,6 +32,7 @@ impl Failure {
     const USAGE: u8 = 2;
     const STORE: u8 = 3;
 
+    /// A store that failed to open or answer: exit code 3.
     pub fn store(name: &str, err: impl Display) -> Self {
         Failure {
             code: Self::STORE,

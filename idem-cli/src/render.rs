@@ -6,7 +6,7 @@ use idem::admin::{RecordInfo, Stats, decode_record_json};
 use serde_json::{Value, json};
 
 /// A duration as people read it: `850ms`, `42s`, `3h 5m 2s`.
-pub fn human(duration: Duration) -> String {
+pub(crate) fn human(duration: Duration) -> String {
     let rounded = if duration < Duration::from_secs(1) {
         Duration::from_millis(duration.as_millis() as u64)
     } else {
@@ -24,7 +24,7 @@ fn millis(duration: Option<Duration>) -> Value {
 }
 
 /// One record as JSON; its value decoded when its bytes are there.
-pub fn record_json(info: &RecordInfo) -> Value {
+pub(crate) fn record_json(info: &RecordInfo) -> Value {
     let mut out = json!({
         "key": info.key.to_hex(),
         "site": info.site,
@@ -49,7 +49,7 @@ pub fn record_json(info: &RecordInfo) -> Value {
 }
 
 /// `inspect` for people: one field a line, the value pretty-printed.
-pub fn record_text(info: &RecordInfo) -> String {
+pub(crate) fn record_text(info: &RecordInfo) -> String {
     let or_dash = |d: Option<Duration>| d.map_or("-".to_owned(), human);
     let mut out = format!(
         "key          {}\nsite         {}\nstate        {}\nage          {}\nexpires in   {}\nfingerprint  {}\nsize         {} bytes\n",
@@ -80,7 +80,7 @@ pub fn record_text(info: &RecordInfo) -> String {
 }
 
 /// `list` for people: a header and one aligned row a record.
-pub fn list_text(records: &[RecordInfo]) -> String {
+pub(crate) fn list_text(records: &[RecordInfo]) -> String {
     let header = ["KEY", "STATE", "AGE", "EXPIRES IN", "SIZE", "SITE"].map(str::to_owned);
     let rows: Vec<[String; 6]> = records
         .iter()
@@ -116,7 +116,7 @@ pub fn list_text(records: &[RecordInfo]) -> String {
     out + &format!("{} record(s)\n", records.len())
 }
 
-pub fn stats_json(stats: &Stats) -> Value {
+pub(crate) fn stats_json(stats: &Stats) -> Value {
     json!({
         "in_progress": stats.in_progress,
         "completed": stats.completed,
@@ -126,7 +126,7 @@ pub fn stats_json(stats: &Stats) -> Value {
     })
 }
 
-pub fn stats_text(stats: &Stats) -> String {
+pub(crate) fn stats_text(stats: &Stats) -> String {
     format!(
         "in progress  {}\ncompleted    {}\nexpired      {}\ntotal        {}\nbytes        {}\n",
         stats.in_progress,

@@ -7,7 +7,7 @@ use crate::Failure;
 use crate::args::{StoreArgs, StoreOptions};
 
 /// The store and how to name it in messages, or why it cannot be opened.
-pub async fn open(
+pub(crate) async fn open(
     args: &StoreArgs,
     options: &StoreOptions,
 ) -> Result<(Box<dyn Admin>, String), Failure> {

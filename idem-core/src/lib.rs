@@ -15,7 +15,6 @@
 //! # }
 //! ```
 
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod cache;

@@ -7,7 +7,6 @@
 //! (a builder, constants, the PostgreSQL transactional mode); the store
 //! type itself is also here at the root.
 
-#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "memory")]

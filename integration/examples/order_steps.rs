@@ -30,7 +30,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqliteSy
 
 /// What a shipped order returns (and what a duplicate replays).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Shipped {
+pub(crate) struct Shipped {
     pub order: u32,
     pub reservation: String,
     pub charge: String,
@@ -38,7 +38,7 @@ pub struct Shipped {
 }
 
 /// The downstream services' side of things: every effect they performed.
-pub struct Effects {
+pub(crate) struct Effects {
     pool: SqlitePool,
     /// Which worker process (0, 1, … after each kill) performs effects.
     worker: u32,
@@ -54,7 +54,7 @@ fn store_error(err: sqlx::Error) -> Error {
 }
 
 impl Effects {
-    pub async fn open(path: &Path, worker: u32, pause: Duration) -> Result<Self, Error> {
+    pub(crate) async fn open(path: &Path, worker: u32, pause: Duration) -> Result<Self, Error> {
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -123,7 +123,11 @@ impl Effects {
 /// lease, so a killed worker's claims are taken over soon; a retry waits
 /// for them.
 #[idempotent(store = idem, key = order, scope = "orders", lease = "500ms", wait = "10s", skip(idem, effects))]
-pub async fn process(idem: &Idempotency, effects: &Effects, order: u32) -> Result<Shipped, Error> {
+pub(crate) async fn process(
+    idem: &Idempotency,
+    effects: &Effects,
+    order: u32,
+) -> Result<Shipped, Error> {
     let reservation = idem::step("reserve", || effects.call(order, "reserve")).await?;
     effects.finished(order, "reserve").await?;
     let charge = idem::step("charge", || effects.call(order, "charge")).await?;
@@ -139,7 +143,7 @@ pub async fn process(idem: &Idempotency, effects: &Effects, order: u32) -> Resul
 }
 
 /// The worker: processes orders `0..orders`, four at a time.
-pub async fn work(dir: &Path, worker: u32, orders: u32) -> Result<(), Error> {
+pub(crate) async fn work(dir: &Path, worker: u32, orders: u32) -> Result<(), Error> {
     use futures::StreamExt;
     let idem = Idempotency::new(SqliteStore::open(dir.join("idem.db")).await?);
     let effects = Effects::open(&dir.join("effects.db"), worker, Duration::from_millis(4)).await?;
@@ -154,10 +158,10 @@ pub async fn work(dir: &Path, worker: u32, orders: u32) -> Result<(), Error> {
 
 /// Environment variable that makes a process a chaos worker:
 /// `<dir>|<worker>|<orders>`.
-pub const WORKER_ENV: &str = "IDEM_ORDER_STEPS_WORKER";
+pub(crate) const WORKER_ENV: &str = "IDEM_ORDER_STEPS_WORKER";
 
 /// Runs as a chaos worker if `WORKER_ENV` says so; `false` otherwise.
-pub async fn worker_from_env() -> bool {
+pub(crate) async fn worker_from_env() -> bool {
     let Ok(spec) = std::env::var(WORKER_ENV) else {
         return false;
     };
@@ -171,7 +175,7 @@ pub async fn worker_from_env() -> bool {
 
 /// What the chaos run found.
 #[derive(Debug, Default)]
-pub struct ChaosReport {
+pub(crate) struct ChaosReport {
     pub orders: u32,
     pub kills: u32,
     /// Kills after which some step ran again (it was in flight).
@@ -204,7 +208,7 @@ fn jitter(seed: &mut u64, range: std::ops::Range<u64>) -> u64 {
 /// Runs the chaos test in `dir`: `kills` workers killed with SIGKILL at
 /// random moments, then one that finishes. `spawn` makes the command of a
 /// worker process given its `WORKER_ENV` value.
-pub async fn chaos(
+pub(crate) async fn chaos(
     dir: &Path,
     orders: u32,
     kills: u32,
@@ -343,6 +347,12 @@ fn check_steps(
         mid_step.extend(workers.into_iter().filter(|w| *w != last));
     }
     report.kills_mid_step = mid_step.len() as u32;
+    if report.kills_mid_step > report.kills {
+        return Err(format!(
+            "{} workers were cut mid-step, but only {} were killed",
+            report.kills_mid_step, report.kills
+        ));
+    }
     Ok(())
 }
 

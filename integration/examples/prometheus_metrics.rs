@@ -14,7 +14,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
 /// Installs the Prometheus recorder, serving on `addr`. Store latencies
 /// are true histograms (buckets from 0.1 ms to 1 s) rather than summaries.
-pub fn install(addr: SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) fn install(addr: SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
     PrometheusBuilder::new()
         .with_http_listener(addr)
         .set_buckets_for_metric(
@@ -28,7 +28,7 @@ pub fn install(addr: SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
 /// A charge per tenant: the tenant is part of the scope (so of the record),
 /// but not of the metrics, which carry this fn's path as their label.
 #[idempotent(store = idem, skip(idem), key = order, scope = ("charges", tenant), ttl = "1h")]
-pub async fn charge(
+pub(crate) async fn charge(
     idem: &Idempotency,
     tenant: &str,
     order: &str,
@@ -40,7 +40,7 @@ pub async fn charge(
 /// Real calls: 3 tenants' first charges run, their retries replay, one
 /// reuse of a key with another amount is refused, and a builder call
 /// counts under its own site.
-pub async fn make_calls(idem: &Idempotency) {
+pub(crate) async fn make_calls(idem: &Idempotency) {
     for tenant in ["acme", "globex", "initech"] {
         charge(idem, tenant, "order-1", 1200).await.unwrap();
         charge(idem, tenant, "order-1", 1200).await.unwrap();

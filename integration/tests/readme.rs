@@ -24,17 +24,17 @@ mod app {
     use super::*;
 
     #[derive(Serialize, Deserialize, Clone)]
-    pub struct ChargeRequest {
+    pub(crate) struct ChargeRequest {
         pub idempotency_key: String,
         pub tenant: u64,
         pub amount_cents: u64,
     }
     #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-    pub struct Receipt {
+    pub(crate) struct Receipt {
         pub charge_id: u64,
     }
     #[derive(Debug)]
-    pub enum AppError {
+    pub(crate) enum AppError {
         Idem(idem::Error),
         Db(sqlx::Error),
     }
@@ -49,11 +49,11 @@ mod app {
         }
     }
     #[derive(Serialize, Deserialize, Clone, Debug)]
-    pub struct Order {
+    pub(crate) struct Order {
         pub id: String,
         pub sku: String,
     }
-    pub async fn charge_card(payload: &ChargeRequest) -> Result<Receipt, AppError> {
+    pub(crate) async fn charge_card(payload: &ChargeRequest) -> Result<Receipt, AppError> {
         Ok(Receipt {
             charge_id: payload.amount_cents,
         })
@@ -78,14 +78,14 @@ mod s03 {
     use super::app::Order;
     use serde::{Deserialize, Serialize};
     #[derive(Serialize, Deserialize)]
-    pub struct Shipment(String);
-    pub struct Carrier;
+    pub(crate) struct Shipment(String);
+    pub(crate) struct Carrier;
     impl Carrier {
         async fn book(&self, order: &Order, key: &str) -> Result<Shipment, ShipError> {
             Ok(Shipment(format!("{}:{key}", order.id)))
         }
     }
-    pub struct ShipError;
+    pub(crate) struct ShipError;
     impl From<idem::Error> for ShipError {
         fn from(_: idem::Error) -> Self {
             ShipError
@@ -111,7 +111,7 @@ mod s05 {
     use idem::idempotent;
     use sqlx::PgPool;
     #[derive(Serialize, Deserialize)]
-    pub struct Bill;
+    pub(crate) struct Bill;
     use serde::{Deserialize, Serialize};
     snippet!(5);
 }
@@ -197,11 +197,11 @@ mod s14 {
     use super::app::Receipt;
     use serde::{Deserialize, Serialize};
     #[derive(Clone)]
-    pub struct User {
+    pub(crate) struct User {
         id: u64,
     }
     #[derive(Serialize, Deserialize)]
-    pub struct PaymentRequest {
+    pub(crate) struct PaymentRequest {
         amount_cents: u64,
     }
     snippet!(14);
@@ -209,18 +209,18 @@ mod s14 {
 
 mod s15 {
     #[derive(Serialize, Deserialize, Clone)]
-    pub struct OrderPlaced {
+    pub(crate) struct OrderPlaced {
         order_id: String,
         amount_cents: i64,
     }
     #[derive(Serialize, Deserialize)]
-    pub struct Billed;
+    pub(crate) struct Billed;
     impl Billed {
         fn of(_: &OrderPlaced) -> Self {
             Billed
         }
     }
-    pub enum BillingError {
+    pub(crate) enum BillingError {
         Idem(idem::Error),
         Db(sqlx::Error),
     }
@@ -258,26 +258,28 @@ mod s15 {
 mod s17 {
     use super::app::{AppError, Order};
     #[derive(serde::Serialize, serde::Deserialize)]
-    pub struct Reservation {
+    pub(crate) struct Reservation {
         pub parcels: Vec<String>,
     }
     #[derive(serde::Serialize, serde::Deserialize)]
-    pub struct Placed {
+    pub(crate) struct Placed {
         charge: String,
         labels: Vec<String>,
     }
     mod warehouse {
-        pub async fn reserve(_: &super::Order) -> Result<super::Reservation, super::AppError> {
+        pub(super) async fn reserve(
+            _: &super::Order,
+        ) -> Result<super::Reservation, super::AppError> {
             Ok(super::Reservation { parcels: vec![] })
         }
     }
     mod payments {
-        pub async fn charge(_: &super::Order, key: &str) -> Result<String, super::AppError> {
+        pub(super) async fn charge(_: &super::Order, key: &str) -> Result<String, super::AppError> {
             Ok(key.to_owned())
         }
     }
     mod carrier {
-        pub async fn label(parcel: &String) -> Result<String, super::AppError> {
+        pub(super) async fn label(parcel: &String) -> Result<String, super::AppError> {
             Ok(parcel.clone())
         }
     }

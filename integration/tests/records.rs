@@ -29,7 +29,7 @@ mod http_support;
 
 mod before_the_move {
     #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
-    pub struct Receipt {
+    pub(crate) struct Receipt {
         pub id: u64,
         pub note: String,
     }
@@ -37,7 +37,7 @@ mod before_the_move {
 
 mod after_the_move {
     #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
-    pub struct Receipt {
+    pub(crate) struct Receipt {
         pub id: u64,
         pub note: String,
         #[serde(default)]

@@ -8,25 +8,25 @@ use sha2::{Digest as _, Sha256};
 use super::FingerprintError;
 
 mod tag {
-    pub const BOOL: u8 = 1;
-    pub const I64: u8 = 2;
-    pub const U64: u8 = 3;
-    pub const I128: u8 = 4;
-    pub const U128: u8 = 5;
-    pub const F32: u8 = 6;
-    pub const F64: u8 = 7;
-    pub const CHAR: u8 = 8;
-    pub const STR: u8 = 9;
-    pub const BYTES: u8 = 10;
-    pub const NONE: u8 = 11;
-    pub const SOME: u8 = 12;
-    pub const UNIT: u8 = 13;
-    pub const VARIANT: u8 = 14;
-    pub const SEQ: u8 = 15;
-    pub const MAP: u8 = 16;
-    pub const STRUCT: u8 = 17;
-    pub const NEWTYPE: u8 = 18;
-    pub const END: u8 = 19;
+    pub(super) const BOOL: u8 = 1;
+    pub(super) const I64: u8 = 2;
+    pub(super) const U64: u8 = 3;
+    pub(super) const I128: u8 = 4;
+    pub(super) const U128: u8 = 5;
+    pub(super) const F32: u8 = 6;
+    pub(super) const F64: u8 = 7;
+    pub(super) const CHAR: u8 = 8;
+    pub(super) const STR: u8 = 9;
+    pub(super) const BYTES: u8 = 10;
+    pub(super) const NONE: u8 = 11;
+    pub(super) const SOME: u8 = 12;
+    pub(super) const UNIT: u8 = 13;
+    pub(super) const VARIANT: u8 = 14;
+    pub(super) const SEQ: u8 = 15;
+    pub(super) const MAP: u8 = 16;
+    pub(super) const STRUCT: u8 = 17;
+    pub(super) const NEWTYPE: u8 = 18;
+    pub(super) const END: u8 = 19;
 }
 
 pub(super) struct HashSerializer<'a> {

@@ -111,7 +111,7 @@ where
         .await;
 }
 
-pub async fn run(report: &mut Report) {
+pub(crate) async fn run(report: &mut Report) {
     compare(report, "codec: receipt, 64 round trips", receipt()).await;
     let cleared = Receipt {
         coupon: Some(None),

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub const ROUNDS: usize = 7;
+pub(crate) const ROUNDS: usize = 7;
 
 /// A runtime the scenarios run on.
 #[derive(Clone, Copy)]
-pub enum Flavor {
+pub(crate) enum Flavor {
     CurrentThread,
     MultiThread(usize),
 }
@@ -18,7 +18,7 @@ impl Flavor {
     /// The runtimes `IDEM_BENCH_RUNTIMES` asks for (`current`, `multi`, or
     /// both, the default), the multi-thread one with `IDEM_BENCH_WORKERS`
     /// workers (default 2).
-    pub fn wanted() -> Vec<Flavor> {
+    pub(crate) fn wanted() -> Vec<Flavor> {
         let which = std::env::var("IDEM_BENCH_RUNTIMES").unwrap_or_default();
         let workers = std::env::var("IDEM_BENCH_WORKERS")
             .ok()
@@ -35,14 +35,14 @@ impl Flavor {
         flavors
     }
 
-    pub fn label(self) -> String {
+    pub(crate) fn label(self) -> String {
         match self {
             Flavor::CurrentThread => "current-thread".to_owned(),
             Flavor::MultiThread(workers) => format!("multi-thread ({workers})"),
         }
     }
 
-    pub fn runtime(self) -> tokio::runtime::Runtime {
+    pub(crate) fn runtime(self) -> tokio::runtime::Runtime {
         let mut builder = match self {
             Flavor::CurrentThread => tokio::runtime::Builder::new_current_thread(),
             Flavor::MultiThread(workers) => {
@@ -56,7 +56,7 @@ impl Flavor {
 }
 
 #[derive(Clone, Copy)]
-pub struct Figures {
+pub(crate) struct Figures {
     pub per_sec: f64,
     pub p50: Duration,
     pub p99: Duration,
@@ -64,7 +64,7 @@ pub struct Figures {
 
 /// Runs `total` calls of `call(i)` with `concurrency` tasks; `i` is unique
 /// across the whole run so fresh-key scenarios never repeat a key.
-pub async fn measure<F, Fut>(concurrency: usize, total: u64, call: F) -> Figures
+pub(crate) async fn measure<F, Fut>(concurrency: usize, total: u64, call: F) -> Figures
 where
     F: Fn(u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send,
@@ -101,7 +101,7 @@ where
     }
 }
 
-pub struct Row {
+pub(crate) struct Row {
     pub runtime: String,
     pub scenario: String,
     pub subject: String,
@@ -111,7 +111,7 @@ pub struct Row {
     pub baseline_of: Option<String>,
 }
 
-pub struct Report {
+pub(crate) struct Report {
     filter: Option<String>,
     /// The runtime the scenarios now running run on.
     runtime: String,
@@ -124,7 +124,7 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(filter: Option<String>) -> Self {
+    pub(crate) fn new(filter: Option<String>) -> Self {
         Self {
             filter,
             runtime: String::new(),
@@ -136,20 +136,20 @@ impl Report {
     }
 
     /// Labels the rows of the scenarios run from now on.
-    pub fn set_runtime(&mut self, runtime: String) {
+    pub(crate) fn set_runtime(&mut self, runtime: String) {
         self.runtime = runtime;
     }
 
     /// Whether any scenario of a group (named by `group`) may be wanted, to
     /// skip its set-up: a filter that names no group may match any.
-    pub fn wants_any(&self, group: &str) -> bool {
+    pub(crate) fn wants_any(&self, group: &str) -> bool {
         const GROUPS: [&str; 3] = ["redis", "postgres", "sqlite"];
         self.filter.as_deref().is_none_or(|f| {
             group.contains(f) || f.contains(group) || !GROUPS.iter().any(|g| f.contains(g))
         })
     }
 
-    pub fn wants(&self, scenario: &str) -> bool {
+    pub(crate) fn wants(&self, scenario: &str) -> bool {
         self.filter.as_deref().is_none_or(|f| scenario.contains(f))
     }
 
@@ -157,12 +157,12 @@ impl Report {
     /// each round in a rotated order, and keeps each one's median round by
     /// throughput. The first subject is
     /// idem; the rest are its baselines.
-    pub async fn scenario(&mut self, scenario: &str, subjects: Vec<(&str, Runner)>) {
+    pub(crate) async fn scenario(&mut self, scenario: &str, subjects: Vec<(&str, Runner)>) {
         self.scenario_rounds(scenario, ROUNDS, subjects).await;
     }
 
     /// As [`scenario`](Self::scenario), for `rounds` rounds.
-    pub async fn scenario_rounds(
+    pub(crate) async fn scenario_rounds(
         &mut self,
         scenario: &str,
         rounds_wanted: usize,
@@ -215,7 +215,7 @@ impl Report {
 
     /// A line printed under the table (e.g. bytes per record).
     /// The same note from a second runtime is kept once.
-    pub fn note(&mut self, note: String) {
+    pub(crate) fn note(&mut self, note: String) {
         if !self.notes.contains(&note) {
             self.notes.push(note);
         }
@@ -232,7 +232,7 @@ impl Report {
         Some(base.figures.per_sec / row.figures.per_sec)
     }
 
-    pub fn print(&self) {
+    pub(crate) fn print(&self) {
         self.print_ratios();
         println!("| runtime | scenario | subject | calls/s | p50 | p99 | idem ÷ this |");
         println!("| --- | --- | --- | ---: | ---: | ---: | ---: |");
@@ -297,10 +297,10 @@ impl Report {
     }
 }
 
-pub type Runner = Box<dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Figures>>>>;
+pub(crate) type Runner = Box<dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Figures>>>>;
 
 /// Boxes a closure that measures one round.
-pub fn runner<F, Fut>(f: F) -> Runner
+pub(crate) fn runner<F, Fut>(f: F) -> Runner
 where
     F: Fn() -> Fut + 'static,
     Fut: Future<Output = Figures> + 'static,
@@ -310,7 +310,7 @@ where
 
 /// A round of `calls` idem calls at `concurrency` on `idem`, each with key
 /// `key_of(i)` and a no-op body.
-pub fn idem_runner(
+pub(crate) fn idem_runner(
     idem: idem::Idempotency,
     scope: Arc<str>,
     concurrency: usize,
@@ -321,7 +321,7 @@ pub fn idem_runner(
 }
 
 /// As [`idem_runner`], call `i` going to `handles[i % len]`.
-pub fn idem_runner_over(
+pub(crate) fn idem_runner_over(
     handles: Vec<idem::Idempotency>,
     scope: Arc<str>,
     concurrency: usize,

@@ -57,7 +57,7 @@ impl HandDedupe {
     }
 }
 
-pub async fn run(report: &mut Report) {
+pub(crate) async fn run(report: &mut Report) {
     let hand = HandDedupe::default();
     report
         .scenario(

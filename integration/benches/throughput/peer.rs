@@ -18,10 +18,10 @@ use idempotent::{CachedResponse, IdempotencyEntry, IdempotencyKey, Metadata};
 const TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// `idempotent`'s Valkey store under its own key prefix.
-pub struct Peer(ValkeyStore);
+pub(crate) struct Peer(ValkeyStore);
 
 impl Peer {
-    pub async fn connect(client: redis::Client, prefix: &str) -> Self {
+    pub(crate) async fn connect(client: redis::Client, prefix: &str) -> Self {
         Self(
             ValkeyStore::with_prefix(client, Some(prefix))
                 .await
@@ -32,7 +32,7 @@ impl Peer {
     /// One call as its users make it: claim; if won, run the (no-op) body
     /// and complete with the response; if the key exists, check the
     /// fingerprint and take the stored response.
-    pub async fn call(&self, key: String, i: u64) {
+    pub(crate) async fn call(&self, key: String, i: u64) {
         let key = IdempotencyKey::new(key).expect("peer key");
         let fingerprint = DefaultFingerprintStrategy.compute("bench", &i.to_le_bytes());
         let entry = IdempotencyEntry::new(fingerprint, TTL);

@@ -190,7 +190,7 @@ fn raw_runner(
     })
 }
 
-pub async fn run(report: &mut Report) {
+pub(crate) async fn run(report: &mut Report) {
     let url = url();
     let run_id = format!("{:x}", idem::store::Token::random().to_u128() as u32);
     let schema = format!("idem_bench_{run_id}");

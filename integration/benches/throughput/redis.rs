@@ -116,7 +116,7 @@ async fn idem_call(idem: &Idempotency, scope: &str, key: u64) {
     out.unwrap();
 }
 
-pub async fn run(report: &mut Report) {
+pub(crate) async fn run(report: &mut Report) {
     let url = url();
     let run_id = format!("{:x}", idem::store::Token::random().to_u128() as u32);
     let prefix = format!("idem-bench-{run_id}:");

@@ -65,7 +65,7 @@ fn remove(path: &std::path::Path) {
     }
 }
 
-pub async fn run(report: &mut Report) {
+pub(crate) async fn run(report: &mut Report) {
     let run_id = format!("{:x}", idem::store::Token::random().to_u128() as u32);
     let path = std::env::temp_dir().join(format!("idem-bench-{run_id}.db"));
     let store = SqliteStore::open(&path).await.expect("SQLite file");

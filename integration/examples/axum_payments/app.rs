@@ -20,14 +20,14 @@ use serde::{Deserialize, Serialize};
 
 /// What a client posts to `POST /payments`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PaymentRequest {
+pub(crate) struct PaymentRequest {
     pub amount_cents: u64,
     pub currency: String,
 }
 
 /// What `POST /payments` answers (201) and `GET /payments/{id}` reads back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Receipt {
+pub(crate) struct Receipt {
     pub id: String,
     pub amount_cents: u64,
     pub currency: String,
@@ -36,7 +36,7 @@ pub struct Receipt {
 
 /// How the app is set up; the example uses the defaults.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// How long a duplicate waits for an in-flight first request (zero:
     /// 409 at once).
     pub wait: Duration,
@@ -59,18 +59,18 @@ impl Default for Options {
 /// The authenticated user. Demo authentication: `Authorization: Bearer
 /// NAME` makes you NAME; no header makes you `anonymous`.
 #[derive(Debug, Clone)]
-pub struct User(pub String);
+pub(crate) struct User(pub String);
 
 /// Where this app's own problem types would be documented.
 const PROBLEMS: &str = "https://payments.example/problems/";
 
 /// Charges above this are declined by the fake gateway (402).
-pub const DECLINE_ABOVE_CENTS: u64 = 1_000_000;
+pub(crate) const DECLINE_ABOVE_CENTS: u64 = 1_000_000;
 
 /// A stand-in for a card network that honours idempotency keys: a charge
 /// sent twice with the same key is charged once.
 #[derive(Debug, Default)]
-pub struct Gateway {
+pub(crate) struct Gateway {
     delay: Duration,
     charges: Mutex<HashMap<String, String>>,
     requests: AtomicU64,
@@ -101,24 +101,24 @@ impl Gateway {
     }
 
     /// Makes the next `n` charges fail as if the gateway were down.
-    pub fn fail_next(&self, n: u32) {
+    pub(crate) fn fail_next(&self, n: u32) {
         self.fail_next.store(n, Ordering::SeqCst);
     }
 
     /// How many requests reached the gateway.
-    pub fn requests(&self) -> u64 {
+    pub(crate) fn requests(&self) -> u64 {
         self.requests.load(Ordering::SeqCst)
     }
 
     /// The idempotency keys the gateway was sent, one per distinct charge.
-    pub fn keys(&self) -> Vec<String> {
+    pub(crate) fn keys(&self) -> Vec<String> {
         self.charges.lock().unwrap().keys().cloned().collect()
     }
 }
 
 /// Why a payment failed.
 #[derive(Debug, Serialize, Deserialize)]
-pub enum PaymentError {
+pub(crate) enum PaymentError {
     /// The card was declined: a final answer, stored and replayed.
     Declined { reason: String },
     /// The gateway could not be reached: released, so a retry charges.
@@ -166,7 +166,7 @@ impl IntoResponse for PaymentError {
 
 /// The service: its idempotency handle, its gateway and its receipts.
 #[derive(Clone)]
-pub struct Payments {
+pub(crate) struct Payments {
     inner: Arc<Inner>,
 }
 
@@ -180,7 +180,7 @@ struct Inner {
 
 impl Payments {
     /// A service storing its records through `idem`.
-    pub fn new(idem: Idempotency, options: &Options) -> Self {
+    pub(crate) fn new(idem: Idempotency, options: &Options) -> Self {
         Self {
             inner: Arc::new(Inner {
                 idem,
@@ -196,17 +196,17 @@ impl Payments {
     }
 
     /// The fake gateway.
-    pub fn gateway(&self) -> &Gateway {
+    pub(crate) fn gateway(&self) -> &Gateway {
         &self.inner.gateway
     }
 
     /// How many times the `POST /payments` handler ran.
-    pub fn handler_runs(&self) -> u64 {
+    pub(crate) fn handler_runs(&self) -> u64 {
         self.inner.handler_runs.load(Ordering::SeqCst)
     }
 
     /// How many times the body of [`Payments::charge`] ran.
-    pub fn service_runs(&self) -> u64 {
+    pub(crate) fn service_runs(&self) -> u64 {
         self.inner.service_runs.load(Ordering::SeqCst)
     }
 
@@ -222,7 +222,7 @@ impl Payments {
         errors = is_final,
         ttl = "24h",
     )]
-    pub async fn charge(
+    pub(crate) async fn charge(
         &self,
         user: &str,
         key: &IdempotencyKey,
@@ -252,7 +252,7 @@ impl Payments {
 
 /// The app: `POST /payments` behind the idempotency layer, `GET
 /// /payments/{id}`, and the demo authentication outside both.
-pub fn router(payments: Payments, options: &Options) -> Router {
+pub(crate) fn router(payments: Payments, options: &Options) -> Router {
     let idempotency = IdempotencyLayer::new(payments.inner.idem.clone())
         .wait(options.wait)
         .max_body_bytes(options.max_body_bytes)

@@ -15,16 +15,16 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Debug, Serialize, Deserialize)]
-pub struct OrderPlaced {
+pub(crate) struct OrderPlaced {
     pub order_id: String,
     pub amount_cents: i64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Billed {
+pub(crate) struct Billed {
     order_id: String,
     amount_cents: i64,
 }
@@ -32,7 +32,7 @@ pub struct Billed {
 /// The handler's errors: idem's own, or the database's (released, so the
 /// redelivery runs again).
 #[derive(Debug)]
-pub enum BillingError {
+pub(crate) enum BillingError {
     Idem(idem::Error),
     Db(sqlx::Error),
 }
@@ -53,11 +53,11 @@ impl AsIdemError for BillingError {
     }
 }
 
-pub fn env(name: &str, default: &str) -> String {
+pub(crate) fn env(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
 }
 
-pub struct Worker {
+pub(crate) struct Worker {
     idem: Idempotency,
     store: PostgresStore,
     pool: PgPool,
@@ -68,7 +68,7 @@ pub struct Worker {
 
 impl Worker {
     /// Bills one order; the effect is one row in the effects table.
-    pub async fn bill(&self, order: &OrderPlaced) -> Result<Billed, BillingError> {
+    pub(crate) async fn bill(&self, order: &OrderPlaced) -> Result<Billed, BillingError> {
         if !self.transactional {
             return self.bill_plain(order).await;
         }
@@ -131,7 +131,7 @@ impl Billed {
 
 /// What to tell the broker about a billed (or not) message. The handler
 /// stores no error (`errors = "release"`, the default): `|_| false`.
-pub fn disposition(out: &Result<Billed, BillingError>) -> Disposition {
+pub(crate) fn disposition(out: &Result<Billed, BillingError>) -> Disposition {
     if let Err(BillingError::Db(err)) = out {
         eprintln!("database error, message retried: {err}");
     }
@@ -140,7 +140,7 @@ pub fn disposition(out: &Result<Billed, BillingError>) -> Disposition {
 
 impl Worker {
     /// Connects to PostgreSQL, creates the effects table and idem's table.
-    pub async fn from_env() -> Result<Worker, BoxError> {
+    pub(crate) async fn from_env() -> Result<Worker, BoxError> {
         let db_url = env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test");
         let effects = env("IDEM_EFFECTS_TABLE", "billing_effects");
         let schema = env("IDEM_SCHEMA", "public");

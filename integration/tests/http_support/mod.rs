@@ -4,11 +4,11 @@
 #![allow(dead_code)]
 
 #[path = "../../examples/axum_payments/app.rs"]
-pub mod app;
+pub(crate) mod app;
 
 use std::time::Duration;
 
-pub use app::{Options, Payments};
+pub(crate) use app::{Options, Payments};
 use axum::Router;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use bytes::Bytes;
@@ -21,27 +21,27 @@ use idem::{Idempotency, MemoryStore};
 use serde_json::{Value, json};
 
 /// A server on 127.0.0.1:0 and a client for it.
-pub struct Server {
+pub(crate) struct Server {
     pub base: String,
     pub client: Client<HttpConnector, Full<Bytes>>,
 }
 
 /// One answer, read whole.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
 }
 
 impl Answer {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| {
             panic!("{e}: {:?}", String::from_utf8_lossy(&self.body));
         })
     }
 
-    pub fn replayed(&self) -> bool {
+    pub(crate) fn replayed(&self) -> bool {
         match self.headers.get("idempotent-replayed") {
             None => false,
             Some(value) => {
@@ -52,7 +52,7 @@ impl Answer {
     }
 
     /// Checks an RFC 9457 body of the given status and idem problem type.
-    pub fn assert_problem(&self, status: u16, slug: &str) {
+    pub(crate) fn assert_problem(&self, status: u16, slug: &str) {
         assert_eq!(self.status.as_u16(), status, "{:?}", self.body);
         assert_eq!(self.headers["content-type"], "application/problem+json");
         let problem = self.json();
@@ -62,7 +62,7 @@ impl Answer {
         assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()));
     }
 
-    pub fn retry_after(&self) -> u64 {
+    pub(crate) fn retry_after(&self) -> u64 {
         self.headers["retry-after"]
             .to_str()
             .unwrap()
@@ -71,7 +71,7 @@ impl Answer {
     }
 }
 
-pub async fn serve(router: Router) -> Server {
+pub(crate) async fn serve(router: Router) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
@@ -82,18 +82,18 @@ pub async fn serve(router: Router) -> Server {
 }
 
 /// The example's app on a fresh memory store.
-pub async fn payments(options: Options) -> (Server, Payments) {
+pub(crate) async fn payments(options: Options) -> (Server, Payments) {
     payments_on(Idempotency::new(MemoryStore::new()), options).await
 }
 
 /// The example's app on the given handle: one server instance.
-pub async fn payments_on(idem: Idempotency, options: Options) -> (Server, Payments) {
+pub(crate) async fn payments_on(idem: Idempotency, options: Options) -> (Server, Payments) {
     let payments = Payments::new(idem, &options);
     let server = serve(app::router(payments.clone(), &options)).await;
     (server, payments)
 }
 
-pub fn quick() -> Options {
+pub(crate) fn quick() -> Options {
     Options {
         gateway_delay: Duration::from_millis(5),
         ..Options::default()
@@ -101,7 +101,7 @@ pub fn quick() -> Options {
 }
 
 impl Server {
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         method: Method,
         path: &str,
@@ -128,7 +128,7 @@ impl Server {
 
     /// `POST /payments` as `user` (None: anonymous) with a raw
     /// `Idempotency-Key` header value (None: no header).
-    pub async fn pay(&self, user: Option<&str>, key: Option<&str>, body: &Value) -> Answer {
+    pub(crate) async fn pay(&self, user: Option<&str>, key: Option<&str>, body: &Value) -> Answer {
         let bearer = user.map(|user| format!("Bearer {user}"));
         let mut headers = vec![("content-type", "application/json")];
         if let Some(key) = key {
@@ -142,14 +142,14 @@ impl Server {
     }
 }
 
-pub fn order(amount_cents: u64) -> Value {
+pub(crate) fn order(amount_cents: u64) -> Value {
     json!({ "amount_cents": amount_cents, "currency": "EUR" })
 }
 
 /// Two server instances on two ports over one shared store (two handles,
 /// as two processes would have): a duplicate sent to the second is
 /// replayed from the first, and a race between them runs once.
-pub async fn two_instances_share_records(first: Idempotency, second: Idempotency) {
+pub(crate) async fn two_instances_share_records(first: Idempotency, second: Idempotency) {
     let options = Options {
         gateway_delay: Duration::from_millis(400),
         ..Options::default()
@@ -186,7 +186,7 @@ pub async fn two_instances_share_records(first: Idempotency, second: Idempotency
 }
 
 /// A value unique to this run, so tests on a shared server never meet.
-pub fn unique() -> String {
+pub(crate) fn unique() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -196,7 +196,7 @@ pub fn unique() -> String {
 
 /// `POST /payments` sent by a client that gives up after `patience`: the
 /// request is dropped mid-handler and its connection closed.
-pub async fn pay_and_give_up(server: &Server, key: &str, body: &Value, patience: Duration) {
+pub(crate) async fn pay_and_give_up(server: &Server, key: &str, body: &Value, patience: Duration) {
     let gave_up = tokio::time::timeout(patience, server.pay(Some("dave"), Some(key), body)).await;
     assert!(gave_up.is_err(), "the handler answered within {patience:?}");
 }
@@ -206,7 +206,7 @@ pub async fn pay_and_give_up(server: &Server, key: &str, body: &Value, patience:
 /// gets the first run's answer, replayed; a retry that arrives while it
 /// still runs gets 409 with a `Retry-After` from the route's recent run
 /// times (here well under the 30 s lease).
-pub async fn a_client_that_gives_up_gets_the_first_answer(idem: Idempotency) {
+pub(crate) async fn a_client_that_gives_up_gets_the_first_answer(idem: Idempotency) {
     let options = Options {
         gateway_delay: Duration::from_millis(300),
         ..Options::default()

@@ -7,16 +7,16 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Default)]
-pub struct Captured(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
 
 impl Captured {
     /// Everything written so far.
-    pub fn bytes(&self) -> Vec<u8> {
+    pub(crate) fn bytes(&self) -> Vec<u8> {
         self.0.lock().unwrap().clone()
     }
 
     /// Everything written so far, as text.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.bytes()).into_owned()
     }
 }

@@ -19,7 +19,7 @@ use tokio::sync::OnceCell;
 static SHARED: OnceCell<String> = OnceCell::const_new();
 
 /// The URL of a server for the tests of this process.
-pub async fn url() -> String {
+pub(crate) async fn url() -> String {
     SHARED
         .get_or_init(|| async {
             if let Ok(url) = std::env::var("IDEM_TEST_DATABASE_URL") {
@@ -43,7 +43,7 @@ pub async fn url() -> String {
 
 /// A schema name no other test or run uses. Leftovers of runs older than
 /// a day are dropped by [`drop_stale_schemas`].
-pub fn unique_schema(test: &str) -> String {
+pub(crate) fn unique_schema(test: &str) -> String {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -55,7 +55,7 @@ pub fn unique_schema(test: &str) -> String {
 }
 
 /// Drops schemas of test runs older than a day.
-pub async fn drop_stale_schemas(url: &str) {
+pub(crate) async fn drop_stale_schemas(url: &str) {
     let Ok(mut conn) = PgConnection::connect(url).await else {
         return;
     };
@@ -95,7 +95,7 @@ async fn answers(url: &str) -> bool {
 /// A PostgreSQL server of this process's own, in a temporary directory.
 /// Dropping it (or the process exiting, however it ends) stops it and
 /// removes the directory.
-pub struct PrivateServer {
+pub(crate) struct PrivateServer {
     dir: PathBuf,
     bin: PathBuf,
     port: u16,
@@ -107,7 +107,7 @@ pub struct PrivateServer {
 
 impl PrivateServer {
     /// Initializes and starts a new server on a free port.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let bin = bin_dir();
         let dir = std::env::temp_dir().join(format!(
             "idem-pg-{}-{:08x}",
@@ -163,12 +163,12 @@ impl PrivateServer {
     }
 
     /// Its URL (database `postgres`).
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
     /// Stops the server (fast shutdown: sessions are cut).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         run(Command::new("sh")
             .arg("-c")
             .arg(pg_ctl(&self.bin, &self.dir, "stop -m fast -w")));
@@ -176,7 +176,7 @@ impl PrivateServer {
 
     /// Freezes (`true`) or thaws (`false`) the server and every backend with
     /// SIGSTOP / SIGCONT: connections stay open, nothing answers.
-    pub fn pause(&self, paused: bool) {
+    pub(crate) fn pause(&self, paused: bool) {
         let pid = std::fs::read_to_string(self.dir.join("data/postmaster.pid")).unwrap();
         let pid = pid.lines().next().unwrap().trim().to_owned();
         let signal = if paused { "STOP" } else { "CONT" };
@@ -194,7 +194,7 @@ impl PrivateServer {
     }
 
     /// Starts it again on the same port.
-    pub fn restart(&self) {
+    pub(crate) fn restart(&self) {
         run(Command::new("sh")
             .arg("-c")
             .arg(pg_ctl_start(&self.bin, &self.dir, self.port)));

@@ -8,7 +8,7 @@ use std::process::{Child, Command};
 
 /// The example binary `name`, which `cargo test` builds next to the test
 /// binaries.
-pub fn example(name: &str) -> PathBuf {
+pub(crate) fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let path = exe
         .parent()
@@ -26,16 +26,16 @@ pub fn example(name: &str) -> PathBuf {
 }
 
 /// A child process, SIGKILLed and reaped when dropped.
-pub struct Process(Child);
+pub(crate) struct Process(Child);
 
 impl Process {
     /// Starts `command`.
-    pub fn spawn(command: &mut Command) -> Process {
+    pub(crate) fn spawn(command: &mut Command) -> Process {
         Process(command.spawn().expect("start the process"))
     }
 
     /// SIGKILL, as a crash would, and reap it.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -20,7 +20,7 @@ use tokio::sync::OnceCell;
 static SHARED: OnceCell<String> = OnceCell::const_new();
 
 /// The URL of a Redis for the tests of this process.
-pub async fn url() -> String {
+pub(crate) async fn url() -> String {
     SHARED
         .get_or_init(|| async {
             if let Ok(url) = std::env::var("IDEM_TEST_REDIS_URL") {
@@ -41,7 +41,7 @@ pub async fn url() -> String {
 }
 
 /// Whether a Redis at `url` answers PING within a second.
-pub async fn answers(url: &str) -> bool {
+pub(crate) async fn answers(url: &str) -> bool {
     let Ok(client) = redis::Client::open(url) else {
         return false;
     };
@@ -59,7 +59,7 @@ pub async fn answers(url: &str) -> bool {
 }
 
 /// A free loopback port.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -69,7 +69,7 @@ pub fn free_port() -> u16 {
 
 /// A `redis-server` of this process's own, in a temporary directory.
 /// Dropping it, or the process exiting however it ends, stops it.
-pub struct PrivateRedis {
+pub(crate) struct PrivateRedis {
     pub port: u16,
     dir: PathBuf,
     extra: Vec<String>,
@@ -78,12 +78,12 @@ pub struct PrivateRedis {
 
 impl PrivateRedis {
     /// Starts a server on a free port with `extra` arguments.
-    pub fn start(extra: &[&str]) -> Self {
+    pub(crate) fn start(extra: &[&str]) -> Self {
         Self::start_on(free_port(), extra)
     }
 
     /// Starts a server on `port` (one a stopped server left free).
-    pub fn start_on(port: u16, extra: &[&str]) -> Self {
+    pub(crate) fn start_on(port: u16, extra: &[&str]) -> Self {
         remove_stale_dirs();
         let dir = std::env::temp_dir().join(format!("idem-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -97,12 +97,12 @@ impl PrivateRedis {
         server
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// Starts the server (again) on the same port.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.kill();
         let mut args = vec![
             "--port".to_owned(),
@@ -165,7 +165,7 @@ impl PrivateRedis {
     }
 
     /// Kills the server at once (SIGKILL), as a crash would.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some((mut guardian, stdin)) = self.guardian.take() {
             drop(stdin);
             let _ = guardian.wait();

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-pub struct TurnProxy {
+pub(crate) struct TurnProxy {
     pub addr: SocketAddr,
     turns: Arc<AtomicUsize>,
     stalled: Arc<AtomicBool>,
@@ -20,7 +20,7 @@ pub struct TurnProxy {
 
 impl TurnProxy {
     /// Starts a proxy to `upstream` ("host:port") on a free loopback port.
-    pub async fn start(upstream: String) -> TurnProxy {
+    pub(crate) async fn start(upstream: String) -> TurnProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().unwrap();
         let turns = Arc::new(AtomicUsize::new(0));
@@ -101,23 +101,23 @@ impl TurnProxy {
 
     /// Drops the next answer the server sends, with its connection: the
     /// request took effect, the client never hears so.
-    pub fn cut_next_answer(&self) {
+    pub(crate) fn cut_next_answer(&self) {
         self.cut.store(true, Ordering::SeqCst);
     }
 
     /// Holds back (`true`) or lets through (`false`) the server's answers,
     /// as a server paused with SIGSTOP would, without touching the server.
-    pub fn stall(&self, stalled: bool) {
+    pub(crate) fn stall(&self, stalled: bool) {
         self.stalled.store(stalled, Ordering::SeqCst);
     }
 
-    pub fn turns(&self) -> usize {
+    pub(crate) fn turns(&self) -> usize {
         self.turns.load(Ordering::SeqCst)
     }
 
     /// Turns since the last call, once the traffic has settled (a pool's
     /// ping on release comes after the caller has its answer).
-    pub async fn take(&self) -> usize {
+    pub(crate) async fn take(&self) -> usize {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         self.turns.swap(0, Ordering::SeqCst)
     }
