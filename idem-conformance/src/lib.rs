@@ -54,7 +54,6 @@
 //!
 //! A case that fails panics with what the store did wrong, as a test does.
 
-
 pub mod cases;
 mod support;
 

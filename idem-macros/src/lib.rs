@@ -7,7 +7,6 @@
 //! expands the model in small generators (`expand`) into calls on
 //! `::idem::__private`, spanned at the user's tokens (`spans`).
 
-
 mod args;
 mod detach;
 mod diagnostics;

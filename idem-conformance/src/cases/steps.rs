@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{ClaimOutcome, Fence, StepId};
-use idem::{Error, Idempotency};
+use idem::store::{ClaimOutcome, Fence, StepId, Token};
+use idem::{Error, Idempotency, Store};
 
 use crate::support::{AppError, Counter, new_claim, scope};
 
@@ -288,9 +288,8 @@ pub async fn misused_steps_are_errors(idem: Idempotency) {
 /// save over the new holder's; steps outlive a release; a completed
 /// record comes back without them.
 pub async fn step_fencing_at_the_store(idem: Idempotency) {
-    let store = idem.store();
+    let store = idem.store().as_ref();
     let key = RecordKey::new(&scope("step-fence"), &"k");
-    let ttl = Duration::from_secs(60);
     let lease = Duration::from_millis(300);
     let (s1, s2) = (StepId::new(&"s1"), StepId::new(&"s2"));
     let first = new_claim(Fingerprint::NONE, lease);
@@ -300,10 +299,7 @@ pub async fn step_fencing_at_the_store(idem: Idempotency) {
         "{won:?}"
     );
     assert_eq!(
-        store
-            .save_step(&key, first.token, s1, b"one", ttl)
-            .await
-            .unwrap(),
+        save(store, &key, first.token, s1, b"one").await,
         Fence::Held
     );
     tokio::time::sleep(lease * 2).await;
@@ -316,17 +312,11 @@ pub async fn step_fencing_at_the_store(idem: Idempotency) {
     assert_eq!(steps.len(), 1);
     assert_eq!((steps[0].0, &steps[0].1[..]), (s1, &b"one"[..]));
     assert_eq!(
-        store
-            .save_step(&key, first.token, s2, b"late", ttl)
-            .await
-            .unwrap(),
+        save(store, &key, first.token, s2, b"late").await,
         Fence::Lost
     );
     assert_eq!(
-        store
-            .save_step(&key, second.token, s2, b"two", ttl)
-            .await
-            .unwrap(),
+        save(store, &key, second.token, s2, b"two").await,
         Fence::Held
     );
     assert_eq!(
@@ -348,24 +338,18 @@ pub async fn step_fencing_at_the_store(idem: Idempotency) {
     let steps: Vec<_> = steps.into_iter().map(|(id, v)| (id, v.to_vec())).collect();
     assert_eq!(steps, want, "the steps did not outlive the release");
     assert_eq!(
-        store
-            .save_step(&key, second.token, s1, b"stale", ttl)
-            .await
-            .unwrap(),
+        save(store, &key, second.token, s1, b"stale").await,
         Fence::Lost
     );
     assert_eq!(
         store
-            .complete(&key, third.token, b"rec", ttl)
+            .complete(&key, third.token, b"rec", STEP_TTL)
             .await
             .unwrap(),
         Fence::Held
     );
     assert_eq!(
-        store
-            .save_step(&key, third.token, s1, b"after", ttl)
-            .await
-            .unwrap(),
+        save(store, &key, third.token, s1, b"after").await,
         Fence::Lost
     );
     let fourth = new_claim(Fingerprint::NONE, lease);
@@ -373,4 +357,14 @@ pub async fn step_fencing_at_the_store(idem: Idempotency) {
         store.claim(&key, &fourth).await.unwrap(),
         ClaimOutcome::Completed { .. }
     ));
+}
+
+const STEP_TTL: Duration = Duration::from_secs(60);
+
+/// Saves one step under `token`, with a minute to live.
+async fn save(store: &dyn Store, key: &RecordKey, token: Token, id: StepId, bytes: &[u8]) -> Fence {
+    store
+        .save_step(key, token, id, bytes, STEP_TTL)
+        .await
+        .unwrap()
 }

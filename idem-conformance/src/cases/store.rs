@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{ClaimOutcome, Fence, Token};
-use idem::{Error, Idempotency};
+use idem::store::{Claim, ClaimOutcome, Fence, Token};
+use idem::{Error, Idempotency, Store};
 
 use crate::support::{Counter, new_claim, scope};
 
@@ -14,7 +14,7 @@ use crate::support::{Counter, new_claim, scope};
 /// a lapsed claim is `Expired`, a taken-over one `Lost`; a completed
 /// record is returned with its fingerprint and remaining lifetime.
 pub async fn fencing_at_the_store(idem: Idempotency) {
-    let store = idem.store();
+    let store = idem.store().as_ref();
     let key = RecordKey::new(&scope("fence"), &"k");
     let fp = Fingerprint::of(&"payload").unwrap();
     let lease = Duration::from_millis(300);
@@ -26,37 +26,12 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
             ..
         }
     ));
-    let stranger = Token::random();
-    assert_eq!(
-        store.renew(&key, stranger, lease).await.unwrap(),
-        Fence::Lost
-    );
-    assert_eq!(store.release(&key, stranger).await.unwrap(), Fence::Lost);
-    assert_eq!(
-        store.complete(&key, stranger, b"x", lease).await.unwrap(),
-        Fence::Lost
-    );
+    assert_fenced_out(store, &key, Token::random(), lease).await;
     assert_eq!(
         store.renew(&key, first.token, lease).await.unwrap(),
         Fence::Held
     );
-    match store
-        .claim(&key, &new_claim(first.fingerprint, first.lease))
-        .await
-        .unwrap()
-    {
-        ClaimOutcome::InProgress {
-            fingerprint,
-            retry_after,
-        } => {
-            assert_eq!(fingerprint, fp);
-            assert!(
-                retry_after <= lease && retry_after > Duration::ZERO,
-                "{retry_after:?}"
-            );
-        }
-        other => panic!("expected in progress, got {other:?}"),
-    }
+    expect_in_progress(store, &key, &first).await;
     tokio::time::sleep(lease * 2).await;
     // Lapsed with nobody holding the key: expired, not taken over.
     assert_eq!(
@@ -68,18 +43,7 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
         store.claim(&key, &second).await.unwrap(),
         ClaimOutcome::Won { .. }
     ));
-    assert_eq!(
-        store
-            .complete(&key, first.token, b"late", lease)
-            .await
-            .unwrap(),
-        Fence::Lost
-    );
-    assert_eq!(
-        store.renew(&key, first.token, lease).await.unwrap(),
-        Fence::Lost
-    );
-    assert_eq!(store.release(&key, first.token).await.unwrap(), Fence::Lost);
+    assert_fenced_out(store, &key, first.token, lease).await;
     assert_eq!(
         store
             .complete(&key, second.token, b"record", Duration::from_secs(5))
@@ -87,25 +51,7 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
             .unwrap(),
         Fence::Held
     );
-    match store
-        .claim(&key, &new_claim(second.fingerprint, second.lease))
-        .await
-        .unwrap()
-    {
-        ClaimOutcome::Completed {
-            fingerprint,
-            record,
-            expires_in,
-        } => {
-            assert!(
-                expires_in <= Duration::from_secs(5) && expires_in > Duration::from_secs(3),
-                "{expires_in:?}"
-            );
-            assert_eq!(fingerprint, fp);
-            assert_eq!(&record[..], b"record");
-        }
-        other => panic!("expected completed, got {other:?}"),
-    }
+    expect_completed(store, &key, &second, b"record").await;
     // A completed record is no longer a claim: nothing to release or renew.
     assert_eq!(
         store.release(&key, second.token).await.unwrap(),
@@ -115,6 +61,64 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
         store.renew(&key, second.token, lease).await.unwrap(),
         Fence::Lost
     );
+}
+
+/// A token that does not hold the claim can neither renew, release nor
+/// complete it.
+async fn assert_fenced_out(store: &dyn Store, key: &RecordKey, token: Token, lease: Duration) {
+    assert_eq!(store.renew(key, token, lease).await.unwrap(), Fence::Lost);
+    assert_eq!(store.release(key, token).await.unwrap(), Fence::Lost);
+    assert_eq!(
+        store.complete(key, token, b"late", lease).await.unwrap(),
+        Fence::Lost
+    );
+}
+
+/// A second claim of a held key answers in progress, with the holder's
+/// fingerprint and a retry within the lease.
+async fn expect_in_progress(store: &dyn Store, key: &RecordKey, held: &Claim) {
+    match store
+        .claim(key, &new_claim(held.fingerprint, held.lease))
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::InProgress {
+            fingerprint,
+            retry_after,
+        } => {
+            assert_eq!(fingerprint, held.fingerprint);
+            assert!(
+                retry_after <= held.lease && retry_after > Duration::ZERO,
+                "{retry_after:?}"
+            );
+        }
+        other => panic!("expected in progress, got {other:?}"),
+    }
+}
+
+/// A claim of a completed key answers its record, fingerprint and
+/// remaining lifetime (within two seconds of the claim's lease, used as
+/// the TTL here).
+async fn expect_completed(store: &dyn Store, key: &RecordKey, done: &Claim, bytes: &[u8]) {
+    match store
+        .claim(key, &new_claim(done.fingerprint, done.lease))
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::Completed {
+            fingerprint,
+            record,
+            expires_in,
+        } => {
+            assert!(
+                expires_in <= done.lease && expires_in > done.lease - Duration::from_secs(2),
+                "{expires_in:?}"
+            );
+            assert_eq!(fingerprint, done.fingerprint);
+            assert_eq!(&record[..], bytes);
+        }
+        other => panic!("expected completed, got {other:?}"),
+    }
 }
 
 /// At the trait: a released claim lets the next claim win at once, not as
