@@ -23,6 +23,22 @@ pub enum RecordState {
 }
 
 impl RecordState {
+    /// The state of a row whose lease or TTL has `live` time left and
+    /// which holds a claim (`in_progress`) or a result.
+    ///
+    /// ```
+    /// use idem::admin::RecordState;
+    /// assert_eq!(RecordState::of(true, true), RecordState::InProgress);
+    /// assert_eq!(RecordState::of(false, true), RecordState::Expired);
+    /// ```
+    pub const fn of(live: bool, in_progress: bool) -> Self {
+        match (live, in_progress) {
+            (false, _) => RecordState::Expired,
+            (true, true) => RecordState::InProgress,
+            (true, false) => RecordState::Completed,
+        }
+    }
+
     /// `in_progress`, `completed` or `expired`.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -41,11 +41,7 @@ fn info(row: &PgRow) -> Result<RecordInfo, StoreError> {
     let fingerprint: Vec<u8> = row.try_get(6).map_err(read)?;
     let fingerprint: [u8; 32] = fingerprint.try_into().map_err(|_| corrupt("fingerprint"))?;
     let record: Option<Vec<u8>> = row.try_get(7).map_err(read)?;
-    let state = match (left > 0, in_progress) {
-        (false, _) => RecordState::Expired,
-        (true, true) => RecordState::InProgress,
-        (true, false) => RecordState::Completed,
-    };
+    let state = RecordState::of(left > 0, in_progress);
     Ok(RecordInfo {
         key: RecordKey::from_bytes(key),
         site: row.try_get(1).map_err(read)?,

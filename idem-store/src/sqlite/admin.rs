@@ -61,11 +61,7 @@ fn info(row: &SqliteRow) -> Result<RecordInfo, StoreError> {
     let in_progress: bool = row.try_get(4).map_err(err)?;
     let size: i64 = row.try_get(5).map_err(err)?;
     let record: Option<Vec<u8>> = row.try_get(7).map_err(err)?;
-    let state = match (left > 0, in_progress) {
-        (false, _) => RecordState::Expired,
-        (true, true) => RecordState::InProgress,
-        (true, false) => RecordState::Completed,
-    };
+    let state = RecordState::of(left > 0, in_progress);
     Ok(RecordInfo {
         key: RecordKey::from_bytes(key),
         site: row.try_get(1).map_err(err)?,
