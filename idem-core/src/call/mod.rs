@@ -239,7 +239,8 @@ impl<P> Call<P> {
     {
         let target = Arc::clone(&self.idem.inner);
         let span = self.span();
-        self.protocol(target, body, recorded(&span)).instrument(span)
+        self.protocol(target, body, recorded(&span))
+            .instrument(span)
     }
 
     /// As [`execute`](Call::execute), on a borrowed store.
