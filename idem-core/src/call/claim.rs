@@ -41,9 +41,9 @@ impl<P> Call<P> {
     {
         let site = self.site;
         let started = Instant::now();
+        let mut sent = started;
         let mut backoff = FIRST_BACKOFF;
         loop {
-            let sent = Instant::now();
             let answer = store.claim(&self.key, claim).await;
             site.store_step(Step::Claim, sent.elapsed());
             let (fingerprint, retry_after) = match answer {
@@ -96,6 +96,7 @@ impl<P> Call<P> {
             }
             tokio::time::sleep(backoff.min(self.wait - waited)).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
+            sent = Instant::now();
         }
     }
 

@@ -239,7 +239,8 @@ impl<P> Call<P> {
     {
         let target = Arc::clone(&self.idem.inner);
         let span = self.span();
-        self.protocol(target, body, span.clone()).instrument(span)
+        self.protocol(target, body, recorded(&span))
+            .instrument(span)
     }
 
     /// As [`execute`](Call::execute), on a borrowed store.
@@ -256,7 +257,7 @@ impl<P> Call<P> {
         Fut: Future<Output = Result<T, E>>,
     {
         let span = self.span();
-        self.protocol(store, body, span.clone()).instrument(span)
+        self.protocol(store, body, recorded(&span)).instrument(span)
     }
 
     /// The call's span: scope, short key hash, and (once known) outcome and
@@ -322,6 +323,18 @@ impl<P> Call<P> {
         }
         let result = self.run_body(&guard, &claim, finished, body).await;
         self.settle(guard, cache, result, &span).await
+    }
+}
+
+/// The span the protocol records the call's outcome in: the call's own
+/// when a subscriber listens to it or a `log` logger would print the record
+/// (tracing's `log` feature logs records of disabled spans), otherwise
+/// `Span::none()`, which skips a record altogether.
+fn recorded(span: &tracing::Span) -> tracing::Span {
+    if !span.is_disabled() || log::log_enabled!(target: module_path!(), log::Level::Info) {
+        span.clone()
+    } else {
+        tracing::Span::none()
     }
 }
 
