@@ -76,6 +76,13 @@ fn gunzip(bytes: &[u8]) -> String {
     out
 }
 
+/// `POST /reports` under `key`, with `Accept-Encoding: accept` if given.
+async fn report(server: &Server, key: &str, accept: Option<&str>) -> Answer {
+    let mut headers = vec![("idempotency-key", key)];
+    headers.extend(accept.map(|accept| ("accept-encoding", accept)));
+    server.send(Method::POST, "/reports", &headers, "{}").await
+}
+
 #[tokio::test]
 async fn compression_inside_the_layer_replays_the_encoded_body_with_its_headers() {
     let runs = Runs::default();
@@ -83,15 +90,13 @@ async fn compression_inside_the_layer_replays_the_encoded_body_with_its_headers(
         .layer(CompressionLayer::new())
         .layer(layer());
     let server = serve(router).await;
-    let gzip = [("idempotency-key", "\"r-1\""), ("accept-encoding", "gzip")];
-
-    let first = server.send(Method::POST, "/reports", &gzip, "{}").await;
+    let first = report(&server, "\"r-1\"", Some("gzip")).await;
     assert_eq!(first.status, StatusCode::CREATED);
     assert_eq!(first.headers["content-encoding"], "gzip");
     let plain = gunzip(&first.body);
     assert!(plain.starts_with("[{\"row\":0}"), "{plain}");
 
-    let again = server.send(Method::POST, "/reports", &gzip, "{}").await;
+    let again = report(&server, "\"r-1\"", Some("gzip")).await;
     assert!(again.replayed());
     assert_eq!(again.headers["content-encoding"], "gzip");
     assert_eq!(again.headers["vary"], first.headers["vary"]);
@@ -100,22 +105,13 @@ async fn compression_inside_the_layer_replays_the_encoded_body_with_its_headers(
 
     // No Accept-Encoding accepts any coding (RFC 9110): the encoded replay,
     // labelled so the client can decode it.
-    let any = server
-        .send(Method::POST, "/reports", &[gzip[0]], "{}")
-        .await;
+    let any = report(&server, "\"r-1\"", None).await;
     assert!(any.replayed());
     assert_eq!(any.headers["content-encoding"], "gzip");
     assert_eq!(gunzip(&any.body), plain);
 
     // A client that refuses gzip is told so, not sent bytes it cannot read.
-    let identity = server
-        .send(
-            Method::POST,
-            "/reports",
-            &[gzip[0], ("accept-encoding", "identity")],
-            "{}",
-        )
-        .await;
+    let identity = report(&server, "\"r-1\"", Some("identity")).await;
     identity.assert_problem(406, "encoding-not-acceptable");
     assert_eq!(runs.count(), 1);
 }
@@ -127,39 +123,17 @@ async fn compression_outside_the_layer_encodes_each_replay_for_its_client() {
         .layer(layer())
         .layer(CompressionLayer::new());
     let server = serve(router).await;
-    let key = ("idempotency-key", "\"r-2\"");
 
-    let first = server
-        .send(
-            Method::POST,
-            "/reports",
-            &[key, ("accept-encoding", "gzip")],
-            "{}",
-        )
-        .await;
+    let first = report(&server, "\"r-2\"", Some("gzip")).await;
     assert_eq!(first.headers["content-encoding"], "gzip");
     let plain = gunzip(&first.body);
 
-    let gzipped = server
-        .send(
-            Method::POST,
-            "/reports",
-            &[key, ("accept-encoding", "gzip")],
-            "{}",
-        )
-        .await;
+    let gzipped = report(&server, "\"r-2\"", Some("gzip")).await;
     assert!(gzipped.replayed());
     assert_eq!(gzipped.headers["content-encoding"], "gzip");
     assert_eq!(gunzip(&gzipped.body), plain);
 
-    let identity = server
-        .send(
-            Method::POST,
-            "/reports",
-            &[key, ("accept-encoding", "identity")],
-            "{}",
-        )
-        .await;
+    let identity = report(&server, "\"r-2\"", Some("identity")).await;
     assert!(identity.replayed());
     assert!(identity.headers.get("content-encoding").is_none());
     assert_eq!(identity.body, plain);
@@ -240,14 +214,7 @@ async fn a_streamed_body_reaches_the_client_before_it_ends_and_is_stored_whole()
     assert_eq!(next_data(&mut body).await.unwrap(), "part two.");
     assert_eq!(next_data(&mut body).await, None);
 
-    let again = server
-        .send(
-            Method::POST,
-            "/stream",
-            &[("idempotency-key", "\"s-1\"")],
-            "",
-        )
-        .await;
+    let again = server.post("/stream", "\"s-1\"", "").await;
     assert!(again.replayed());
     assert_eq!(again.body, "part one;part two.");
     assert_eq!(again.headers["content-type"], "text/plain");
@@ -269,14 +236,7 @@ async fn a_client_gone_mid_stream_still_gets_the_whole_answer_on_retry() {
 
     // The retry waits for the detached attempt, which read the body to its
     // end and stored it.
-    let retry = server
-        .send(
-            Method::POST,
-            "/stream",
-            &[("idempotency-key", "\"s-2\"")],
-            "",
-        )
-        .await;
+    let retry = server.post("/stream", "\"s-2\"", "").await;
     assert_eq!(retry.status, StatusCode::OK, "{:?}", retry.body);
     assert!(retry.replayed());
     assert_eq!(retry.body, "part one;part two.");
@@ -297,26 +257,12 @@ async fn server_sent_events_stream_uncaptured_and_settle_the_key() {
     assert_eq!(gate.available_permits(), 0, "the stream has not ended");
 
     // While it streams, and after: the key is settled, nothing runs again.
-    let during = server
-        .send(
-            Method::POST,
-            "/stream",
-            &[("idempotency-key", "\"e-1\"")],
-            "",
-        )
-        .await;
+    let during = server.post("/stream", "\"e-1\"", "").await;
     during.assert_problem(500, "not-stored");
     gate.add_permits(1);
     assert_eq!(next_data(&mut body).await.unwrap(), "data: part two.\n\n");
     assert_eq!(next_data(&mut body).await, None);
-    let after = server
-        .send(
-            Method::POST,
-            "/stream",
-            &[("idempotency-key", "\"e-1\"")],
-            "",
-        )
-        .await;
+    let after = server.post("/stream", "\"e-1\"", "").await;
     after.assert_problem(500, "not-stored");
     assert_eq!(runs.count(), 1);
 }
@@ -547,16 +493,7 @@ async fn fifty_waiting_duplicates_of_a_failing_request_run_it_once() {
     let server = Arc::new(serve(router).await);
     let answers: Vec<Answer> = futures::future::join_all((0..BURST).map(|_| {
         let server = Arc::clone(&server);
-        async move {
-            server
-                .send(
-                    Method::POST,
-                    "/charges",
-                    &[("idempotency-key", "\"burst\"")],
-                    "{}",
-                )
-                .await
-        }
+        async move { server.post("/charges", "\"burst\"", "{}").await }
     }))
     .await;
 
@@ -569,14 +506,7 @@ async fn fifty_waiting_duplicates_of_a_failing_request_run_it_once() {
     assert_eq!(replayed, BURST as usize - 1);
 
     // A later retry is a new attempt.
-    let later = server
-        .send(
-            Method::POST,
-            "/charges",
-            &[("idempotency-key", "\"burst\"")],
-            "{}",
-        )
-        .await;
+    let later = server.post("/charges", "\"burst\"", "{}").await;
     assert_eq!(later.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(!later.replayed());
     assert_eq!(runs.count(), 2);

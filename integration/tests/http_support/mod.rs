@@ -126,6 +126,13 @@ impl Server {
         }
     }
 
+    /// `POST path` with an `Idempotency-Key` header (a raw header value)
+    /// and no other.
+    pub(crate) async fn post(&self, path: &str, key: &str, body: &str) -> Answer {
+        self.send(Method::POST, path, &[("idempotency-key", key)], body)
+            .await
+    }
+
     /// `POST /payments` as `user` (None: anonymous) with a raw
     /// `Idempotency-Key` header value (None: no header).
     pub(crate) async fn pay(&self, user: Option<&str>, key: Option<&str>, body: &Value) -> Answer {
