@@ -95,6 +95,15 @@ async fn stuck_claim(store: &dyn Store, scope: &str, key: &str) -> RecordKey {
     record
 }
 
+/// `list --in-progress --older-than 1h` finds `stuck` (claimed two hours
+/// ago at the site `shop::ship`) and nothing else.
+fn assert_lists_only_the_stuck_claim(target: &[&str], stuck: &RecordKey) {
+    let listed = idem_json(target, &["list", "--in-progress", "--older-than", "1h"]);
+    assert_eq!(keys_of(&listed), [stuck.to_hex()]);
+    assert_eq!(listed[0]["site"], "shop::ship");
+    assert!(listed[0]["age_ms"].as_u64().unwrap() >= 7_200_000);
+}
+
 fn keys_of(list: &Value) -> Vec<String> {
     let list = list.as_array().expect("an array");
     list.iter()
@@ -248,10 +257,7 @@ async fn sqlite() {
         .execute(&db)
         .await
         .unwrap();
-    let stuck = idem_json(&target, &["list", "--in-progress", "--older-than", "1h"]);
-    assert_eq!(keys_of(&stuck), [old.to_hex()]);
-    assert_eq!(stuck[0]["site"], "shop::ship");
-    assert!(stuck[0]["age_ms"].as_u64().unwrap() >= 7_200_000);
+    assert_lists_only_the_stuck_claim(&target, &old);
     assert!(
         !keys_of(&idem_json(&target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
     );
@@ -330,10 +336,7 @@ async fn postgres() {
     .execute(&db)
     .await
     .unwrap();
-    let stuck = idem_json(&target, &["list", "--in-progress", "--older-than", "1h"]);
-    assert_eq!(keys_of(&stuck), [old.to_hex()]);
-    assert_eq!(stuck[0]["site"], "shop::ship");
-    assert!(stuck[0]["age_ms"].as_u64().unwrap() >= 7_200_000);
+    assert_lists_only_the_stuck_claim(&target, &old);
     assert!(
         !keys_of(&idem_json(&target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
     );
@@ -396,10 +399,7 @@ async fn redis() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let stuck = idem_json(&target, &["list", "--in-progress", "--older-than", "1h"]);
-    assert_eq!(keys_of(&stuck), [claim.to_hex()]);
-    assert_eq!(stuck[0]["site"], "shop::ship");
-    assert!(stuck[0]["age_ms"].as_u64().unwrap() >= 7_200_000);
+    assert_lists_only_the_stuck_claim(&target, &claim);
     let mut in_progress = keys_of(&idem_json(&target, &["list", "--in-progress"]));
     in_progress.sort();
     let mut both = vec![claim.to_hex(), fresh.to_hex()];
