@@ -463,33 +463,46 @@ async fn count_arrival(
     next.run(request).await
 }
 
+/// `POST /charges` behind `idem`, answering `failure` half a second after
+/// `arrived` requests have reached the server (counted before the layer),
+/// so every duplicate is waiting on the first attempt when it fails.
+fn failing_once_arrived(
+    runs: Runs,
+    idem: IdempotencyLayer,
+    arrived: u32,
+    failure: (StatusCode, String),
+) -> Router {
+    let arrivals = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&arrivals);
+    Router::new()
+        .route(
+            "/charges",
+            post(move || {
+                let (runs, arrivals, failure) =
+                    (runs.clone(), Arc::clone(&counted), failure.clone());
+                async move {
+                    runs.hit();
+                    while arrivals.load(Ordering::SeqCst) < arrived {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    failure
+                }
+            }),
+        )
+        .layer(idem)
+        .layer(axum::middleware::from_fn(move |request, next| {
+            count_arrival(Arc::clone(&arrivals), request, next)
+        }))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_waiting_duplicates_of_a_failing_request_run_it_once() {
     const BURST: u32 = 50;
     let runs = Runs::default();
-    let arrivals = Arc::new(AtomicU32::new(0));
-    let counted = (runs.clone(), Arc::clone(&arrivals));
-    let router = Router::new()
-        .route(
-            "/charges",
-            post(move || {
-                let (runs, arrivals) = counted.clone();
-                async move {
-                    runs.hit();
-                    // Every duplicate has reached the server before the
-                    // first attempt fails (half a second later).
-                    while arrivals.load(Ordering::SeqCst) < BURST {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    (StatusCode::INTERNAL_SERVER_ERROR, "gateway down")
-                }
-            }),
-        )
-        .layer(layer().wait(Duration::from_secs(30)))
-        .layer(axum::middleware::from_fn(move |request, next| {
-            count_arrival(Arc::clone(&arrivals), request, next)
-        }));
+    let failure = (StatusCode::INTERNAL_SERVER_ERROR, "gateway down".to_owned());
+    let idem = layer().wait(Duration::from_secs(30));
+    let router = failing_once_arrived(runs.clone(), idem, BURST, failure);
     let server = Arc::new(serve(router).await);
     let answers: Vec<Answer> = futures::future::join_all((0..BURST).map(|_| {
         let server = Arc::clone(&server);
@@ -515,31 +528,11 @@ async fn fifty_waiting_duplicates_of_a_failing_request_run_it_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_duplicate_of_a_failure_too_large_to_keep_gets_409() {
     let runs = Runs::default();
-    let arrivals = Arc::new(AtomicU32::new(0));
-    let counted = (runs.clone(), Arc::clone(&arrivals));
-    let router = Router::new()
-        .route(
-            "/charges",
-            post(move || {
-                let (runs, arrivals) = counted.clone();
-                async move {
-                    runs.hit();
-                    while arrivals.load(Ordering::SeqCst) < 2 {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    (StatusCode::BAD_GATEWAY, "x".repeat(2048))
-                }
-            }),
-        )
-        .layer(
-            layer()
-                .wait(Duration::from_secs(30))
-                .max_response_bytes(1024),
-        )
-        .layer(axum::middleware::from_fn(move |request, next| {
-            count_arrival(Arc::clone(&arrivals), request, next)
-        }));
+    let failure = (StatusCode::BAD_GATEWAY, "x".repeat(2048));
+    let idem = layer()
+        .wait(Duration::from_secs(30))
+        .max_response_bytes(1024);
+    let router = failing_once_arrived(runs.clone(), idem, 2, failure);
     let server = serve(router).await;
     let key = [("idempotency-key", "\"too-big\"")];
     let (one, two) = tokio::join!(
