@@ -183,49 +183,51 @@ fn bad_arguments_and_unreachable_stores_fail_clearly() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--redis") && err.contains("--sqlite"), "{err}");
 
-    let (code, _, err) = run(&["--sqlite", "a.db", "--redis", "redis://x", "stats"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("cannot be used with"), "{err}");
-
-    let (code, _, err) = run(&[
-        "--sqlite",
-        "/nonexistent/idem.db",
-        "inspect",
-        "--record",
-        "xyz",
-    ]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("64 hex digits"), "{err}");
-
-    let (code, _, err) = run(&[
-        "--sqlite",
-        "/nonexistent/idem.db",
-        "inspect",
-        "--scope",
-        "s",
-    ]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--key"), "{err}");
-
-    let (code, _, err) = run(&["--sqlite", "x.db", "list", "--older-than", "soon"]);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--older-than"), "{err}");
-
-    let (code, _, err) = run(&["--sqlite", "/nonexistent/idem.db", "stats"]);
-    assert_eq!(code, 3, "{err}");
-    assert!(err.contains("/nonexistent/idem.db: no such file"), "{err}");
-
-    // Nothing listens on port 1.
-    let (code, _, err) = run(&["--postgres", "postgres://idem@127.0.0.1:1/idem", "stats"]);
-    assert_eq!(code, 3, "{err}");
-    assert!(
-        err.contains("PostgreSQL at postgres://idem@127.0.0.1:1/idem"),
-        "{err}"
-    );
-
-    let (code, _, err) = run(&["--redis", "redis://127.0.0.1:1", "stats"]);
-    assert_eq!(code, 3, "{err}");
-    assert!(err.contains("Redis at redis://127.0.0.1:1"), "{err}");
+    let missing = "/nonexistent/idem.db";
+    // Each: the arguments, the exit code, what the message names.
+    let cases: [(&[&str], i32, &str); 7] = [
+        (
+            &["--sqlite", "a.db", "--redis", "redis://x", "stats"],
+            2,
+            "cannot be used with",
+        ),
+        (
+            &["--sqlite", missing, "inspect", "--record", "xyz"],
+            2,
+            "64 hex digits",
+        ),
+        (
+            &["--sqlite", missing, "inspect", "--scope", "s"],
+            2,
+            "--key",
+        ),
+        (
+            &["--sqlite", "x.db", "list", "--older-than", "soon"],
+            2,
+            "--older-than",
+        ),
+        (
+            &["--sqlite", missing, "stats"],
+            3,
+            "/nonexistent/idem.db: no such file",
+        ),
+        // Nothing listens on port 1.
+        (
+            &["--postgres", "postgres://idem@127.0.0.1:1/idem", "stats"],
+            3,
+            "PostgreSQL at postgres://idem@127.0.0.1:1/idem",
+        ),
+        (
+            &["--redis", "redis://127.0.0.1:1", "stats"],
+            3,
+            "Redis at redis://127.0.0.1:1",
+        ),
+    ];
+    for (args, want_code, says) in cases {
+        let (code, _, err) = run(args);
+        assert_eq!(code, want_code, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }
 
 fn temp_db(name: &str) -> std::path::PathBuf {
