@@ -77,11 +77,7 @@ async fn assert_fenced_out(store: &dyn Store, key: &RecordKey, token: Token, lea
 /// A second claim of a held key answers in progress, with the holder's
 /// fingerprint and a retry within the lease.
 async fn expect_in_progress(store: &dyn Store, key: &RecordKey, held: &Claim) {
-    match store
-        .claim(key, &new_claim(held.fingerprint, held.lease))
-        .await
-        .unwrap()
-    {
+    match claim_again(store, key, held).await {
         ClaimOutcome::InProgress {
             fingerprint,
             retry_after,
@@ -96,15 +92,17 @@ async fn expect_in_progress(store: &dyn Store, key: &RecordKey, held: &Claim) {
     }
 }
 
+/// A new claim of `key` with the same fingerprint and lease as `earlier`.
+async fn claim_again(store: &dyn Store, key: &RecordKey, earlier: &Claim) -> ClaimOutcome {
+    let claim = new_claim(earlier.fingerprint, earlier.lease);
+    store.claim(key, &claim).await.unwrap()
+}
+
 /// A claim of a completed key answers its record, fingerprint and
 /// remaining lifetime (within two seconds of the claim's lease, used as
 /// the TTL here).
 async fn expect_completed(store: &dyn Store, key: &RecordKey, done: &Claim, bytes: &[u8]) {
-    match store
-        .claim(key, &new_claim(done.fingerprint, done.lease))
-        .await
-        .unwrap()
-    {
+    match claim_again(store, key, done).await {
         ClaimOutcome::Completed {
             fingerprint,
             record,
