@@ -15,7 +15,11 @@
 //! `Mutex<HashMap>` dedupe of the throughput bench), `sqlite-fresh`,
 //! `sqlite-replay`, `raw-sqlite-fresh`, `raw-sqlite-replay` (the
 //! throughput bench's raw statements, on a pool opened as the store opens
-//! its own), `encode-u64`, `decode-u64`, `key`; `memory-yield` (a fresh
+//! its own), `postgres-replay`, `raw-postgres-replay` (a `SELECT` by key
+//! on one dedicated connection; the client's instructions only: the
+//! server is another process; `IDEM_TEST_DATABASE_URL`), `redis-replay`,
+//! `raw-redis-replay` (a `GET` on a `ConnectionManager`, as the throughput
+//! bench sends it; `IDEM_TEST_REDIS_URL`), `encode-u64`, `decode-u64`, `key`; `memory-yield` (a fresh
 //! key whose body awaits once, so the runtime's other tasks run between
 //! calls) and `memory-yield-64` (the same from 64 tasks at once).
 
@@ -108,6 +112,97 @@ async fn raw_replay(pool: &SqlitePool, key: i64) {
     assert!(row.is_some());
 }
 
+/// A replay on `PostgresStore`, or the plain `SELECT` of the throughput
+/// bench on one dedicated connection, in a schema of its own.
+async fn postgres(kind: &str, n: u64) {
+    use sqlx::Connection;
+    let url = std::env::var("IDEM_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!(
+        "idem_per_call_{:x}",
+        idem::store::Token::random().to_u128() as u32
+    );
+    let store = idem::PostgresStore::builder()
+        .schema(&schema)
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .expect("PostgreSQL");
+    store.migrate().await.expect("migrate");
+    let idem = Idempotency::new(store.clone());
+    for k in 0..HOT {
+        call(&idem, u64::MAX - k).await;
+    }
+    let mut conn = sqlx::PgConnection::connect(&url).await.expect("connection");
+    let select = format!("SELECT record FROM \"{schema}\".idem_records WHERE key = $1");
+    let keys: Vec<RecordKey> = (0..HOT)
+        .map(|k| RecordKey::new("bench", &(u64::MAX - k)))
+        .collect();
+    for i in 0..n {
+        if kind == "postgres-replay" {
+            call(&idem, u64::MAX - i % HOT).await;
+        } else {
+            let row: Option<(Vec<u8>,)> = sqlx::query_as(&select)
+                .bind(&keys[(i % HOT) as usize].as_bytes()[..])
+                .fetch_optional(&mut conn)
+                .await
+                .expect("raw select");
+            assert!(row.is_some());
+        }
+    }
+    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .execute(&mut conn)
+        .await
+        .expect("drop schema");
+    store.close().await;
+}
+
+/// A replay on `RedisStore`, or a plain `GET` of a key of the same size.
+async fn redis(kind: &str, n: u64) {
+    let url =
+        std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let prefix = format!(
+        "idem-per-call-{:x}:",
+        idem::store::Token::random().to_u128() as u32
+    );
+    let store = idem::RedisStore::builder()
+        .prefix(&prefix)
+        .connect(&url)
+        .await
+        .expect("Redis");
+    let idem = Idempotency::new(store);
+    for k in 0..HOT {
+        call(&idem, u64::MAX - k).await;
+    }
+    let client = redis::Client::open(url.as_str()).expect("Redis URL");
+    let mut conn = redis::aio::ConnectionManager::new(client)
+        .await
+        .expect("Redis");
+    let keys: Vec<String> = (0..HOT).map(|k| format!("{prefix}raw-{k:032}")).collect();
+    for key in &keys {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(&b"C0123456789abcdef0123456789abcdef\x01\x00\x031"[..])
+            .arg("PX")
+            .arg(60_000)
+            .query_async(&mut conn)
+            .await
+            .expect("SET");
+    }
+    for i in 0..n {
+        if kind == "redis-replay" {
+            call(&idem, u64::MAX - i % HOT).await;
+        } else {
+            let v: Option<Vec<u8>> = redis::cmd("GET")
+                .arg(&keys[(i % HOT) as usize])
+                .query_async(&mut conn)
+                .await
+                .expect("GET");
+            assert!(v.is_some());
+        }
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with('-'));
     let kind = args.next().unwrap_or_else(|| "memory-fresh".into());
@@ -181,6 +276,8 @@ fn main() {
                 store.close().await;
                 remove(&path);
             }
+            "postgres-replay" | "raw-postgres-replay" => postgres(&kind, n).await,
+            "redis-replay" | "raw-redis-replay" => redis(&kind, n).await,
             "hand-fresh" | "hand-replay" => {
                 let map = Mutex::new(HashMap::new());
                 for k in 0..WARM.max(HOT) {
