@@ -18,6 +18,7 @@
 //! its own), `postgres-replay`, `raw-postgres-replay` (a `SELECT` by key
 //! on one dedicated connection; the client's instructions only: the
 //! server is another process; `IDEM_TEST_DATABASE_URL`), `redis-replay`,
+//! `redis-fresh` (the claim's pipeline and the completion's script),
 //! `raw-redis-replay` (a `GET` on a `ConnectionManager`, as the throughput
 //! bench sends it; `IDEM_TEST_REDIS_URL`), `encode-u64`, `decode-u64`, `key`; `memory-yield` (a fresh
 //! key whose body awaits once, so the runtime's other tasks run between
@@ -157,7 +158,8 @@ async fn postgres(kind: &str, n: u64) {
     store.close().await;
 }
 
-/// A replay on `RedisStore`, or a plain `GET` of a key of the same size.
+/// A replay or a fresh call on `RedisStore`, or a plain `GET` of a key of
+/// the same size. The keys are removed afterwards: the server is shared.
 async fn redis(kind: &str, n: u64) {
     let url =
         std::env::var("IDEM_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
@@ -190,16 +192,46 @@ async fn redis(kind: &str, n: u64) {
             .expect("SET");
     }
     for i in 0..n {
-        if kind == "redis-replay" {
-            call(&idem, u64::MAX - i % HOT).await;
-        } else {
-            let v: Option<Vec<u8>> = redis::cmd("GET")
-                .arg(&keys[(i % HOT) as usize])
-                .query_async(&mut conn)
-                .await
-                .expect("GET");
-            assert!(v.is_some());
+        match kind {
+            "redis-replay" => call(&idem, u64::MAX - i % HOT).await,
+            "redis-fresh" => call(&idem, i).await,
+            _ => {
+                let v: Option<Vec<u8>> = redis::cmd("GET")
+                    .arg(&keys[(i % HOT) as usize])
+                    .query_async(&mut conn)
+                    .await
+                    .expect("GET");
+                assert!(v.is_some());
+            }
         }
+    }
+    remove_prefixed(&mut conn, &prefix).await;
+}
+
+/// Unlinks every key under `prefix`.
+async fn remove_prefixed(conn: &mut redis::aio::ConnectionManager, prefix: &str) {
+    let mut cursor = 0u64;
+    loop {
+        let (next, found): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(1_000)
+            .query_async(conn)
+            .await
+            .expect("SCAN");
+        if !found.is_empty() {
+            let _: () = redis::cmd("UNLINK")
+                .arg(&found)
+                .query_async(conn)
+                .await
+                .expect("UNLINK");
+        }
+        if next == 0 {
+            return;
+        }
+        cursor = next;
     }
 }
 
@@ -277,7 +309,7 @@ fn main() {
                 remove(&path);
             }
             "postgres-replay" | "raw-postgres-replay" => postgres(&kind, n).await,
-            "redis-replay" | "raw-redis-replay" => redis(&kind, n).await,
+            "redis-replay" | "redis-fresh" | "raw-redis-replay" => redis(&kind, n).await,
             "hand-fresh" | "hand-replay" => {
                 let map = Mutex::new(HashMap::new());
                 for k in 0..WARM.max(HOT) {
