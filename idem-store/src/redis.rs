@@ -18,6 +18,7 @@ mod eviction;
 mod replicas;
 mod scripts;
 mod sentinel;
+mod slot;
 mod steps;
 mod value;
 
@@ -60,6 +61,8 @@ pub use builder::RedisStoreBuilder;
 pub struct RedisStore {
     conn: Conn,
     prefix: Vec<u8>,
+    /// Whether the prefix holds a `{` (see `steps::steps_key`).
+    braced_prefix: bool,
     allow_eviction: bool,
     /// Set when a connection failed: the server after a reconnect may be
     /// another (a failover, a restart with other settings), so the next
@@ -176,12 +179,11 @@ impl Store for RedisStore {
 
     /// One `DEL` of the record's key and its steps' hash.
     async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        let record_key = self.redis_key(key);
+        let steps_key = self.steps_key(key, &record_key);
         let mut pipe = redis::pipe();
         // The steps' hash shares the record's slot: one command, routed.
-        pipe.cmd("DEL")
-            .arg(self.redis_key(key))
-            .arg(self.steps_key(key))
-            .ignore();
+        pipe.cmd("DEL").arg(record_key).arg(steps_key).ignore();
         self.query::<()>(&pipe).await
     }
 }

@@ -236,6 +236,7 @@ impl RedisStoreBuilder {
     fn build(self, conn: Conn) -> RedisStore {
         RedisStore {
             conn,
+            braced_prefix: self.prefix.contains(&b'{'),
             prefix: self.prefix,
             allow_eviction: self.allow_eviction,
             recheck: Arc::default(),

@@ -50,7 +50,7 @@ impl RedisStore {
             .arg(millis(claim.lease))
             .arg("GET")
             .cmd("HGETALL")
-            .arg(self.steps_key(key));
+            .arg(self.steps_key(key, &redis_key));
         if let Some(replicas) = &self.replicas {
             replicas.append(&mut pipe);
             let (pttl, held, saved, acks): (i64, Option<Vec<u8>>, Steps, u32) =

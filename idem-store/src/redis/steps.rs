@@ -6,18 +6,15 @@
 //! for that slot), so on Redis Cluster the claim's pipeline and the save's
 //! script touch one slot.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
 use bytes::Bytes;
 use idem_core::StoreError;
 use idem_core::key::RecordKey;
 use idem_core::store::{Fence, StepId};
-use redis::cluster_routing::Slot;
 
 use super::RedisStore;
 use super::conn::store_error;
 use super::scripts::fence;
+use super::slot;
 use super::value::{corrupt, millis};
 
 /// Saves one step if the record is still our claim: the fence and the
@@ -33,26 +30,11 @@ end
 return 0
 ";
 
-/// A hash tag for every cluster slot: the smallest number whose decimal
-/// digits hash there.
-fn tags() -> &'static HashMap<Slot, u32> {
-    static TAGS: OnceLock<HashMap<Slot, u32>> = OnceLock::new();
-    TAGS.get_or_init(|| {
-        const SLOTS: usize = 16384;
-        let mut tags = HashMap::with_capacity(SLOTS);
-        let mut n = 0u32;
-        while tags.len() < SLOTS {
-            tags.entry(Slot::for_key(n.to_string())).or_insert(n);
-            n += 1;
-        }
-        tags
-    })
-}
-
 impl RedisStore {
-    /// The key of `key`'s steps, in its record key's slot.
-    pub(super) fn steps_key(&self, key: &RecordKey) -> Vec<u8> {
-        steps_key(&self.prefix, key)
+    /// The key of `key`'s steps, in its record key's slot; `record_key` is
+    /// `self.redis_key(key)`.
+    pub(super) fn steps_key(&self, key: &RecordKey, record_key: &[u8]) -> Vec<u8> {
+        steps_key(&self.prefix, self.braced_prefix, key, record_key)
     }
 }
 
@@ -60,26 +42,31 @@ impl RedisStore {
 /// chosen so that it lands in the record key's slot. A prefix with a hash
 /// tag of its own puts both in its slot already. Under a prefix with an
 /// unclosed `{` (whose record keys hash by their own bytes), the tag goes
-/// first: `{tag}` + `prefix` + `s:` + the hashed key.
-fn steps_key(prefix: &[u8], key: &RecordKey) -> Vec<u8> {
-    let mut record_key = prefix.to_vec();
-    record_key.extend_from_slice(key.as_bytes());
-    let slot = Slot::for_key(&record_key);
-    let mut tagged = prefix.to_vec();
-    tagged.extend_from_slice(format!("s{{{}}}", tags()[&slot]).as_bytes());
-    tagged.extend_from_slice(key.as_bytes());
-    if Slot::for_key(&tagged) == slot {
+/// first: `{tag}` + `prefix` + `s:` + the hashed key. `braced` says whether
+/// the prefix holds a `{`: without one, the tag is the tagged key's first
+/// hash tag, so that key is in the tag's slot and needs no check.
+fn steps_key(prefix: &[u8], braced: bool, key: &RecordKey, record_key: &[u8]) -> Vec<u8> {
+    let hashed = key.as_bytes().as_slice();
+    let slot = slot::of(record_key);
+    let tag = slot::tag(slot);
+    let tagged = concat(&[prefix, b"s{", tag, b"}", hashed]);
+    if !braced || slot::of(&tagged) == slot {
         return tagged;
     }
-    let mut plain = prefix.to_vec();
-    plain.extend_from_slice(b"s:");
-    plain.extend_from_slice(key.as_bytes());
-    if Slot::for_key(&plain) == slot {
+    let plain = concat(&[prefix, b"s:", hashed]);
+    if slot::of(&plain) == slot {
         return plain;
     }
-    let mut first = format!("{{{}}}", tags()[&slot]).into_bytes();
-    first.extend_from_slice(&plain);
-    first
+    concat(&[b"{", tag, b"}", prefix, b"s:", hashed])
+}
+
+/// `parts` one after the other, in one allocation.
+fn concat(parts: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(parts.iter().map(|part| part.len()).sum());
+    for part in parts {
+        out.extend_from_slice(part);
+    }
+    out
 }
 
 /// The `HGETALL` answer of a won claim, as steps.
@@ -105,7 +92,9 @@ impl RedisStore {
         value: &[u8],
         ttl: std::time::Duration,
     ) -> Result<Fence, StoreError> {
-        let keys = [self.redis_key(key), self.steps_key(key)];
+        let record_key = self.redis_key(key);
+        let steps_key = self.steps_key(key, &record_key);
+        let keys: [&[u8]; 2] = [&record_key, &steps_key];
         let px = millis(ttl).to_string();
         let args: [&[u8]; 4] = [&token.to_bytes(), step.as_bytes(), value, px.as_bytes()];
         let held: i64 = match &self.replicas {
@@ -121,11 +110,7 @@ impl RedisStore {
             }
             Some(replicas) => {
                 let mut pipe = redis::pipe();
-                pipe.cmd("EVAL")
-                    .arg(SAVE)
-                    .arg(2)
-                    .arg(&keys[0])
-                    .arg(&keys[1]);
+                pipe.cmd("EVAL").arg(SAVE).arg(2).arg(keys[0]).arg(keys[1]);
                 for arg in args {
                     pipe.arg(arg);
                 }
@@ -143,7 +128,100 @@ impl RedisStore {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+    use std::sync::OnceLock;
+
+    use redis::cluster_routing::Slot;
+
     use super::*;
+
+    /// The steps key by its definition, through redis-rs's own slots: the
+    /// store's must be byte for byte the same, or a store would stop
+    /// finding the steps an older one saved.
+    fn reference_steps_key(prefix: &[u8], key: &RecordKey) -> Vec<u8> {
+        static TAGS: OnceLock<HashMap<Slot, u32>> = OnceLock::new();
+        let tags = TAGS.get_or_init(|| {
+            let mut tags = HashMap::new();
+            let mut n = 0u32;
+            while tags.len() < 16384 {
+                tags.entry(Slot::for_key(n.to_string())).or_insert(n);
+                n += 1;
+            }
+            tags
+        });
+        let mut record_key = prefix.to_vec();
+        record_key.extend_from_slice(key.as_bytes());
+        let slot = Slot::for_key(&record_key);
+        let mut tagged = prefix.to_vec();
+        tagged.extend_from_slice(format!("s{{{}}}", tags[&slot]).as_bytes());
+        tagged.extend_from_slice(key.as_bytes());
+        if Slot::for_key(&tagged) == slot {
+            return tagged;
+        }
+        let mut plain = prefix.to_vec();
+        plain.extend_from_slice(b"s:");
+        plain.extend_from_slice(key.as_bytes());
+        if Slot::for_key(&plain) == slot {
+            return plain;
+        }
+        let mut first = format!("{{{}}}", tags[&slot]).into_bytes();
+        first.extend_from_slice(&plain);
+        first
+    }
+
+    /// The store's steps key of `key` under `prefix`.
+    fn steps_key_under(prefix: &[u8], key: &RecordKey) -> Vec<u8> {
+        let mut record_key = prefix.to_vec();
+        record_key.extend_from_slice(key.as_bytes());
+        steps_key(prefix, prefix.contains(&b'{'), key, &record_key)
+    }
+
+    /// Prefixes with braces in every arrangement, and the default.
+    fn prefixes() -> Vec<Vec<u8>> {
+        let mut prefixes: Vec<Vec<u8>> = [
+            &b""[..],
+            b"idem:",
+            b"idem:{billing}:",
+            b"{x}",
+            b"a}b:",
+            b"idem:{",
+            b"{",
+            b"}",
+            b"{}",
+            b"}{",
+            b"{}x{y}",
+            b"x{}",
+            b"{{a}}",
+            b"s{1}",
+        ]
+        .iter()
+        .map(|prefix| prefix.to_vec())
+        .collect();
+        for n in 0..200u32 {
+            let digits = n.to_string().into_bytes();
+            prefixes.push(
+                digits
+                    .iter()
+                    .map(|d| b"ab{}:"[usize::from(d % 5)])
+                    .collect(),
+            );
+        }
+        prefixes
+    }
+
+    #[test]
+    fn steps_keys_are_those_of_the_definition() {
+        for prefix in prefixes() {
+            for n in 0..500u32 {
+                let key = RecordKey::new(&"scope", &n);
+                assert_eq!(
+                    steps_key_under(&prefix, &key),
+                    reference_steps_key(&prefix, &key),
+                    "prefix {prefix:?}, key {n}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn steps_share_the_record_slot_under_any_prefix() {
@@ -153,7 +231,7 @@ mod tests {
                 let key = RecordKey::new(&"scope", &n);
                 let mut record_key = prefix.to_vec();
                 record_key.extend_from_slice(key.as_bytes());
-                let steps = steps_key(prefix, &key);
+                let steps = steps_key_under(prefix, &key);
                 assert!(steps.starts_with(prefix));
                 assert_ne!(steps, record_key);
                 assert_eq!(Slot::for_key(&steps), Slot::for_key(&record_key));
@@ -167,7 +245,7 @@ mod tests {
             let key = RecordKey::new(&"s", &n);
             let mut record_key = b"idem:{".to_vec();
             record_key.extend_from_slice(key.as_bytes());
-            let steps = steps_key(b"idem:{", &key);
+            let steps = steps_key_under(b"idem:{", &key);
             assert_eq!(Slot::for_key(&steps), Slot::for_key(&record_key));
         }
     }

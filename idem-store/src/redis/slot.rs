@@ -1,0 +1,166 @@
+//! Redis Cluster hash slots and a hash tag for each, computed here: the
+//! slot number of `redis::cluster_routing::Slot` cannot be read, and a
+//! table indexed by it is one lookup where a map by `Slot` is a SipHash.
+
+use std::sync::OnceLock;
+
+/// How many slots a Redis Cluster has.
+const SLOTS: usize = 16384;
+
+/// CRC16-XMODEM (polynomial 0x1021), one byte at a time, as Redis hashes
+/// keys.
+const CRC_TABLE: [u16; 256] = crc_table();
+
+const fn crc_table() -> [u16; 256] {
+    let mut table = [0u16; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut crc = (byte as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 0x8000 == 0 {
+                crc << 1
+            } else {
+                (crc << 1) ^ 0x1021
+            };
+            bit += 1;
+        }
+        table[byte] = crc;
+        byte += 1;
+    }
+    table
+}
+
+fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0, |crc, &byte| {
+        (crc << 8) ^ CRC_TABLE[usize::from((crc >> 8) as u8 ^ byte)]
+    })
+}
+
+/// The slot of `key`: of its hash tag when it has one, else of all of it.
+pub(super) fn of(key: &[u8]) -> u16 {
+    crc16(hash_tag(key).unwrap_or(key)) % SLOTS as u16
+}
+
+/// What Redis hashes instead of the whole key: the bytes between its
+/// first `{` and the first `}` after that, when there are any.
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&byte| byte == b'{')?;
+    let after = &key[open + 1..];
+    let close = after.iter().position(|&byte| byte == b'}')?;
+    Some(&after[..close]).filter(|tag| !tag.is_empty())
+}
+
+/// A hash tag in decimal digits: at most 6 (the largest is 109757).
+#[derive(Clone, Copy)]
+struct Tag {
+    len: u8,
+    digits: [u8; 7],
+}
+
+/// The hash tag for `slot`: the decimal digits of the smallest number
+/// whose digits hash there.
+pub(super) fn tag(slot: u16) -> &'static [u8] {
+    let tag = &tags()[usize::from(slot)];
+    &tag.digits[..usize::from(tag.len)]
+}
+
+fn tags() -> &'static [Tag] {
+    static TAGS: OnceLock<Vec<Tag>> = OnceLock::new();
+    TAGS.get_or_init(|| {
+        let mut tags: Vec<Option<Tag>> = vec![None; SLOTS];
+        let mut missing = SLOTS;
+        let mut n = 0u32;
+        while missing > 0 {
+            let tag = decimal(n);
+            let found = &mut tags[usize::from(of(&tag.digits[..usize::from(tag.len)]))];
+            if found.is_none() {
+                *found = Some(tag);
+                missing -= 1;
+            }
+            n += 1;
+        }
+        tags.into_iter().flatten().collect()
+    })
+}
+
+/// The decimal digits of `n` (below 10 million).
+fn decimal(mut n: u32) -> Tag {
+    let mut reversed = [0u8; 7];
+    let mut len = 0;
+    loop {
+        reversed[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 || len == reversed.len() {
+            break;
+        }
+    }
+    let mut digits = [0u8; 7];
+    for (to, from) in digits.iter_mut().zip(reversed[..len].iter().rev()) {
+        *to = *from;
+    }
+    Tag {
+        len: len as u8,
+        digits,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::cluster_routing::Slot;
+
+    use super::*;
+
+    /// Keys of every length up to 40 from a fixed pseudo-random sequence,
+    /// braces frequent.
+    fn keys() -> impl Iterator<Item = Vec<u8>> {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..20_000).map(move |i| {
+            (0..i % 41)
+                .map(|_| match next() % 8 {
+                    0 => b'{',
+                    1 => b'}',
+                    _ => next() as u8,
+                })
+                .collect()
+        })
+    }
+
+    #[test]
+    fn slots_are_redis_cluster_slots() {
+        for key in keys() {
+            assert_eq!(Slot::new(of(&key)), Some(Slot::for_key(&key)), "{key:?}");
+        }
+        for key in [
+            &b""[..],
+            b"{}",
+            b"{}x",
+            b"{a}",
+            b"x{a}{b}",
+            b"}{a}",
+            b"{{a}}",
+        ] {
+            assert_eq!(Slot::new(of(key)), Some(Slot::for_key(key)), "{key:?}");
+        }
+    }
+
+    #[test]
+    fn every_slot_has_the_smallest_tag_that_hashes_there() {
+        let mut expected: Vec<Option<u32>> = vec![None; SLOTS];
+        for n in 0..=109_757u32 {
+            expected[usize::from(of(n.to_string().as_bytes()))].get_or_insert(n);
+        }
+        for (slot, n) in expected.into_iter().enumerate() {
+            let slot = u16::try_from(slot).expect("a slot");
+            assert_eq!(tag(slot), n.expect("a tag").to_string().as_bytes());
+            assert_eq!(Slot::new(slot), Some(Slot::for_key(tag(slot))));
+        }
+    }
+}
