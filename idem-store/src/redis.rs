@@ -157,8 +157,9 @@ impl Store for RedisStore {
         token: Token,
         lease: Duration,
     ) -> Result<Fence, StoreError> {
-        let px = millis(lease).to_string();
-        let args: [&[u8]; 2] = [&token.to_bytes(), px.as_bytes()];
+        let mut digits = itoa::Buffer::new();
+        let px = digits.format(millis(lease)).as_bytes();
+        let args: [&[u8]; 2] = [&token.to_bytes(), px];
         self.fenced(&self.scripts.renew, key, &args).await
     }
 

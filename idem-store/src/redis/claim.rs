@@ -2,15 +2,17 @@
 //! `HGETALL` (and `WAIT`, when replicas are awaited).
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use idem_core::StoreError;
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome};
+use redis::RedisWrite;
 
 use super::RedisStore;
-use super::conn::{refuses_writes, store_error};
+use super::conn::{command, refuses_writes, store_error};
 use super::steps;
-use super::value::{claim_value, claimed, millis};
+use super::value::{claim_value_len, claimed, millis, unix_now, write_claim_value};
 
 impl RedisStore {
     /// `Store::claim`.
@@ -23,7 +25,6 @@ impl RedisStore {
             self.check_eviction().await?;
             self.recheck.store(false, Ordering::Relaxed);
         }
-        let value = claim_value(claim);
         // `SET … NX GET` claims a free key, or leaves a held one as it is
         // and answers its value: atomic, and native, which costs Redis a
         // fraction of a script (and MULTI/EXEC around it costs more than
@@ -39,18 +40,11 @@ impl RedisStore {
         // The `HGETALL` after it reads the call's saved steps in the same
         // turn: if the `SET` won, no one else can save steps in between.
         let redis_key = self.redis_key(key);
-        let mut pipe = redis::pipe();
-        pipe.cmd("PTTL")
-            .arg(&redis_key)
-            .cmd("SET")
-            .arg(&redis_key)
-            .arg(&value[..])
-            .arg("NX")
-            .arg("PX")
-            .arg(millis(claim.lease))
-            .arg("GET")
-            .cmd("HGETALL")
-            .arg(self.steps_key(key, &redis_key));
+        let steps_key = self.steps_key(key, &redis_key);
+        let mut pipe = redis::Pipeline::with_capacity(4);
+        pipe.add_command(command(&[b"PTTL", &redis_key]))
+            .add_command(set_nx_get(&redis_key, claim, unix_now())?)
+            .add_command(command(&[b"HGETALL", &steps_key]));
         if let Some(replicas) = &self.replicas {
             replicas.append(&mut pipe);
             let (pttl, held, saved, acks): (i64, Option<Vec<u8>>, Steps, u32) =
@@ -89,6 +83,19 @@ impl RedisStore {
     }
 }
 
+/// `SET key value NX PX lease GET`, the value written in place.
+fn set_nx_get(redis_key: &[u8], claim: &Claim, now: Duration) -> Result<redis::Cmd, StoreError> {
+    // "SET", "NX", "PX", at most 20 digits, "GET".
+    let words = 3 + 2 + 2 + 20 + 3;
+    let len = redis_key.len() + claim_value_len(claim) + words;
+    let mut set = redis::Cmd::with_capacity(7, len);
+    set.arg("SET").arg(redis_key);
+    write_claim_value(&mut set.writer_for_next_arg(), claim, now)
+        .map_err(|err| StoreError::new("redis", err))?;
+    set.arg("NX").arg("PX").arg(millis(claim.lease)).arg("GET");
+    Ok(set)
+}
+
 /// The fields of a call's steps hash.
 type Steps = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -103,5 +110,39 @@ fn with_steps(
             steps: steps::parse(saved)?,
         }),
         other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use idem_core::fingerprint::Fingerprint;
+    use idem_core::store::Token;
+
+    use super::*;
+
+    #[test]
+    fn the_claim_is_sent_as_a_plain_set_would_send_it() {
+        let claim = Claim {
+            token: Token::random(),
+            fingerprint: Fingerprint::from_bytes([7; 32]),
+            lease: Duration::from_millis(30_000),
+            site: "orders::charge",
+        };
+        let now = Duration::from_millis(1_700_000_000_123);
+        let mut value = b"P".to_vec();
+        value.extend_from_slice(&claim.token.to_bytes());
+        value.extend_from_slice(claim.fingerprint.as_bytes());
+        value.extend_from_slice(&1_700_000_000_123u64.to_be_bytes());
+        value.extend_from_slice(b"orders::charge");
+        let mut plain = redis::cmd("SET");
+        plain
+            .arg(b"idem:key")
+            .arg(value)
+            .arg("NX")
+            .arg("PX")
+            .arg(30_000u64)
+            .arg("GET");
+        let built = set_nx_get(b"idem:key", &claim, now).expect("a command");
+        assert_eq!(built.get_packed_command(), plain.get_packed_command());
     }
 }

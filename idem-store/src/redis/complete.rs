@@ -23,8 +23,9 @@ impl RedisStore {
         ttl: Duration,
     ) -> Result<Fence, StoreError> {
         let ttl = millis(ttl);
-        let px = ttl.to_string();
-        let args: [&[u8]; 4] = [&token.to_bytes(), record, px.as_bytes(), &ttl.to_be_bytes()];
+        let mut digits = itoa::Buffer::new();
+        let px = digits.format(ttl).as_bytes();
+        let args: [&[u8]; 4] = [&token.to_bytes(), record, px, &ttl.to_be_bytes()];
         let Some(replicas) = &self.replicas else {
             return self.complete_once_more(key, args).await;
         };

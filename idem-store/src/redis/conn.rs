@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 
 use idem_core::StoreError;
 use idem_core::key::RecordKey;
-use redis::Script;
+use redis::aio::ConnectionLike;
+use redis::{Cmd, ErrorKind, FromRedisValue, Script, ServerErrorKind};
 
 use super::{Conn, RedisStore, eviction};
 
@@ -57,31 +58,30 @@ impl RedisStore {
         }
     }
 
-    pub(super) async fn invoke<T: redis::FromRedisValue>(
+    /// A fenced script on the record's key alone.
+    pub(super) async fn invoke<T: FromRedisValue>(
         &self,
         script: &Script,
         key: &RecordKey,
         args: &[&[u8]],
     ) -> redis::RedisResult<T> {
-        let mut invocation = script.prepare_invoke();
-        invocation.key(self.redis_key(key));
-        for arg in args {
-            invocation.arg(*arg);
-        }
-        self.run_script(&invocation).await
+        self.eval(script, &[&self.redis_key(key)], args).await
     }
 
-    /// A prepared script, on whichever connection this store has.
-    pub(super) async fn run_script<T: redis::FromRedisValue>(
+    /// `script` by `EVALSHA`, on whichever connection this store has.
+    pub(super) async fn eval<T: FromRedisValue>(
         &self,
-        invocation: &redis::ScriptInvocation<'_>,
+        script: &Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
     ) -> redis::RedisResult<T> {
+        let cmd = evalsha(script, keys, args);
         match &self.conn {
-            Conn::Single(conn) => invocation.invoke_async(&mut conn.clone()).await,
-            Conn::Cluster(conn) => invocation.invoke_async(&mut conn.clone()).await,
+            Conn::Single(conn) => eval_on(&mut conn.clone(), script, &cmd).await,
+            Conn::Cluster(conn) => eval_on(&mut conn.clone(), script, &cmd).await,
             Conn::Sentinel(followed) => {
                 followed
-                    .send(async |mut manager| invocation.invoke_async(&mut manager).await)
+                    .send(async |mut manager| eval_on(&mut manager, script, &cmd).await)
                     .await
             }
         }
@@ -124,6 +124,49 @@ impl RedisStore {
     }
 }
 
+/// A command of `args`, in buffers of their size (a command grown one
+/// argument at a time reallocates as it goes).
+pub(super) fn command(args: &[&[u8]]) -> Cmd {
+    let mut cmd = Cmd::with_capacity(args.len(), args.iter().map(|arg| arg.len()).sum());
+    for arg in args {
+        cmd.arg(*arg);
+    }
+    cmd
+}
+
+/// The `EVALSHA` of `script` on `keys` and `args`, as `ScriptInvocation`
+/// sends it but built in place: an invocation first copies each key and
+/// argument into a `Vec` of its own.
+fn evalsha(script: &Script, keys: &[&[u8]], args: &[&[u8]]) -> Cmd {
+    let hash = script.get_hash().as_bytes();
+    let mut digits = itoa::Buffer::new();
+    let count = digits.format(keys.len()).as_bytes();
+    let head: [&[u8]; 3] = [b"EVALSHA", hash, count];
+    let parts = || head.iter().chain(keys).chain(args);
+    let mut cmd = Cmd::with_capacity(parts().count(), parts().map(|part| part.len()).sum());
+    for part in parts() {
+        cmd.arg(*part);
+    }
+    cmd
+}
+
+/// Sends an `EVALSHA`; when the server's script cache lacks the script
+/// (a restart, `SCRIPT FLUSH`, a failover), loads it and sends the
+/// `EVALSHA` again, as `ScriptInvocation::invoke_async` does.
+async fn eval_on<T: FromRedisValue>(
+    conn: &mut impl ConnectionLike,
+    script: &Script,
+    cmd: &Cmd,
+) -> redis::RedisResult<T> {
+    match cmd.query_async(conn).await {
+        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            script.load_async(conn).await?;
+            cmd.query_async(conn).await
+        }
+        answer => answer,
+    }
+}
+
 /// Whether Redis refused a write it would otherwise take: out of memory
 /// under `noeviction`, or a read-only replica.
 pub(super) fn refuses_writes(err: &redis::RedisError) -> bool {
@@ -131,4 +174,32 @@ pub(super) fn refuses_writes(err: &redis::RedisError) -> bool {
     // its text always carries it.
     let text = err.to_string();
     text.contains("OOM") || text.contains("READONLY")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_sent_as_grown_ones_would_be() {
+        let mut grown = redis::cmd("HGETALL");
+        grown.arg(b"idem:s{7}key");
+        let built = command(&[b"HGETALL", b"idem:s{7}key"]);
+        assert_eq!(built.get_packed_command(), grown.get_packed_command());
+    }
+
+    #[test]
+    fn evalsha_is_sent_as_a_script_invocation_sends_it() {
+        let script = Script::new("return 1");
+        let keys: [&[u8]; 2] = [b"idem:key", b"idem:s{7}key"];
+        let args: [&[u8]; 3] = [b"token", b"", b"30000"];
+        let mut invocation = redis::cmd("EVALSHA");
+        invocation
+            .arg(script.get_hash())
+            .arg(2)
+            .arg(&keys[..])
+            .arg(&args[..]);
+        let built = evalsha(&script, &keys, &args);
+        assert_eq!(built.get_packed_command(), invocation.get_packed_command());
+    }
 }

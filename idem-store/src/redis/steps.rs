@@ -95,18 +95,13 @@ impl RedisStore {
         let record_key = self.redis_key(key);
         let steps_key = self.steps_key(key, &record_key);
         let keys: [&[u8]; 2] = [&record_key, &steps_key];
-        let px = millis(ttl).to_string();
-        let args: [&[u8]; 4] = [&token.to_bytes(), step.as_bytes(), value, px.as_bytes()];
+        let mut digits = itoa::Buffer::new();
+        let px = digits.format(millis(ttl)).as_bytes();
+        let args: [&[u8]; 4] = [&token.to_bytes(), step.as_bytes(), value, px];
         let held: i64 = match &self.replicas {
             None => {
-                let mut invocation = self.scripts.save_step.prepare_invoke();
-                for key in &keys {
-                    invocation.key(key);
-                }
-                for arg in args {
-                    invocation.arg(arg);
-                }
-                self.run_script(&invocation).await.map_err(store_error)?
+                let save = &self.scripts.save_step;
+                self.eval(save, &keys, &args).await.map_err(store_error)?
             }
             Some(replicas) => {
                 let mut pipe = redis::pipe();

@@ -1,9 +1,10 @@
 //! The values under a record's key: their layout, how a claim's is
 //! written, and how a read one is decoded.
 
+use std::io::{self, Write};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use idem_core::StoreError;
 use idem_core::fingerprint::Fingerprint;
 use idem_core::store::{Claim, ClaimOutcome};
@@ -55,13 +56,12 @@ pub(super) fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<ClaimOutcome, 
             steps: Vec::new(),
         });
     };
-    let held = Bytes::from(held);
     let left = remaining(pttl);
     match held.first() {
         Some(b'C') if held.len() >= RECORD_AT => Ok(ClaimOutcome::Completed {
             fingerprint: fingerprint_at(&held, 1)?,
             expires_in: left.min(ttl_at(&held, 33)?),
-            record: held.slice(RECORD_AT..),
+            record: record_of(held),
         }),
         Some(b'P') if held.len() >= CLAIM_AT => Ok(ClaimOutcome::InProgress {
             fingerprint: fingerprint_at(&held, 17)?,
@@ -71,22 +71,39 @@ pub(super) fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<ClaimOutcome, 
     }
 }
 
+/// The record of a completed value, in the value's own buffer: advancing
+/// moves a pointer, where `Bytes::slice` would first share the buffer
+/// (one more allocation).
+fn record_of(held: Vec<u8>) -> Bytes {
+    let mut record = Bytes::from(held);
+    record.advance(RECORD_AT);
+    record
+}
+
 /// Where a claim's listing fields start: `P`, token, fingerprint.
 pub(super) const CLAIM_AT: usize = 1 + 16 + 32;
 
 /// An in-progress value: `P`, token, fingerprint, then for listing only
 /// (`idem list`; the fenced steps read the first 49 bytes) the claim's
 /// time in Unix milliseconds by the claimer's clock and the call site's
-/// name. Expiry never reads that time: it is Redis's `PX`.
-pub(super) fn claim_value(claim: &Claim) -> Vec<u8> {
-    let now = unix_now().as_millis() as u64;
-    let mut value = Vec::with_capacity(CLAIM_AT + 8 + claim.site.len());
-    value.push(b'P');
-    value.extend_from_slice(&claim.token.to_bytes());
-    value.extend_from_slice(claim.fingerprint.as_bytes());
-    value.extend_from_slice(&now.to_be_bytes());
-    value.extend_from_slice(claim.site.as_bytes());
-    value
+/// name. Expiry never reads that time: it is Redis's `PX`. Written
+/// straight into the command that sends it; `now` is `unix_now()`.
+pub(super) fn write_claim_value(
+    out: &mut impl Write,
+    claim: &Claim,
+    now: Duration,
+) -> io::Result<()> {
+    let now = now.as_millis() as u64;
+    out.write_all(b"P")?;
+    out.write_all(&claim.token.to_bytes())?;
+    out.write_all(claim.fingerprint.as_bytes())?;
+    out.write_all(&now.to_be_bytes())?;
+    out.write_all(claim.site.as_bytes())
+}
+
+/// How long a claim's value is.
+pub(super) fn claim_value_len(claim: &Claim) -> usize {
+    CLAIM_AT + 8 + claim.site.len()
 }
 
 /// The wall-clock time since the Unix epoch (zero before it), for a
