@@ -61,8 +61,9 @@ pub use builder::RedisStoreBuilder;
 pub struct RedisStore {
     conn: Conn,
     prefix: Vec<u8>,
-    /// Whether the prefix holds a `{` (see `steps::steps_key`).
-    braced_prefix: bool,
+    /// `slot::prefix_crc(prefix)`: a record key's slot then reads only its
+    /// 32 hashed bytes (see `steps::steps_key`).
+    prefix_crc: Option<u16>,
     allow_eviction: bool,
     /// Set when a connection failed: the server after a reconnect may be
     /// another (a failover, a restart with other settings), so the next
@@ -180,11 +181,12 @@ impl Store for RedisStore {
 
     /// One `DEL` of the record's key and its steps' hash.
     async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
-        let record_key = self.redis_key(key);
-        let steps_key = self.steps_key(key, &record_key);
         let mut pipe = redis::pipe();
         // The steps' hash shares the record's slot: one command, routed.
-        pipe.cmd("DEL").arg(record_key).arg(steps_key).ignore();
+        pipe.cmd("DEL")
+            .arg(self.redis_key(key))
+            .arg(self.steps_key(key))
+            .ignore();
         self.query::<()>(&pipe).await
     }
 }

@@ -10,7 +10,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use super::conn::store_error;
 use super::replicas::Replicas;
 use super::scripts::Scripts;
-use super::{Conn, RedisStore, sentinel};
+use super::{Conn, RedisStore, sentinel, slot};
 
 /// Settings of a [`RedisStore`]: key prefix and timeouts.
 ///
@@ -236,7 +236,7 @@ impl RedisStoreBuilder {
     fn build(self, conn: Conn) -> RedisStore {
         RedisStore {
             conn,
-            braced_prefix: self.prefix.contains(&b'{'),
+            prefix_crc: slot::prefix_crc(&self.prefix),
             prefix: self.prefix,
             allow_eviction: self.allow_eviction,
             recheck: Arc::default(),

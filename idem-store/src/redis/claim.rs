@@ -40,7 +40,7 @@ impl RedisStore {
         // The `HGETALL` after it reads the call's saved steps in the same
         // turn: if the `SET` won, no one else can save steps in between.
         let redis_key = self.redis_key(key);
-        let steps_key = self.steps_key(key, &redis_key);
+        let steps_key = self.steps_key(key);
         let mut pipe = redis::Pipeline::with_capacity(4);
         pipe.add_command(command(&[b"PTTL", &redis_key]))
             .add_command(set_nx_get(&redis_key, claim, unix_now())?)

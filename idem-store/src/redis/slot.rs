@@ -32,7 +32,12 @@ const fn crc_table() -> [u16; 256] {
 }
 
 fn crc16(bytes: &[u8]) -> u16 {
-    bytes.iter().fold(0, |crc, &byte| {
+    crc16_after(0, bytes)
+}
+
+/// The CRC16 of some bytes then `bytes`, given the CRC16 of the first.
+fn crc16_after(crc: u16, bytes: &[u8]) -> u16 {
+    bytes.iter().fold(crc, |crc, &byte| {
         (crc << 8) ^ CRC_TABLE[usize::from((crc >> 8) as u8 ^ byte)]
     })
 }
@@ -40,6 +45,22 @@ fn crc16(bytes: &[u8]) -> u16 {
 /// The slot of `key`: of its hash tag when it has one, else of all of it.
 pub(super) fn of(key: &[u8]) -> u16 {
     crc16(hash_tag(key).unwrap_or(key)) % SLOTS as u16
+}
+
+/// What `of_prefixed` needs of a prefix: its CRC16, when it holds no `{`
+/// (none of its bytes can then start a hash tag).
+pub(super) fn prefix_crc(prefix: &[u8]) -> Option<u16> {
+    (!prefix.contains(&b'{')).then(|| crc16(prefix))
+}
+
+/// The slot of `prefix` + `rest`, for a prefix without `{` whose CRC16 is
+/// `prefix_crc`: only the bytes of `rest` are read.
+pub(super) fn of_prefixed(prefix_crc: u16, rest: &[u8]) -> u16 {
+    let crc = match hash_tag(rest) {
+        Some(tag) => crc16(tag),
+        None => crc16_after(prefix_crc, rest),
+    };
+    crc % SLOTS as u16
 }
 
 /// What Redis hashes instead of the whole key: the bytes between its
@@ -149,6 +170,19 @@ mod tests {
         ] {
             assert_eq!(Slot::new(of(key)), Some(Slot::for_key(key)), "{key:?}");
         }
+    }
+
+    #[test]
+    fn a_prefix_without_a_brace_is_hashed_once() {
+        let prefixes = [&b""[..], b"idem:", b"a}b:", b"}", b"idem-per-call-5f3a:"];
+        for prefix in prefixes {
+            let crc = prefix_crc(prefix).expect("no brace");
+            for rest in keys() {
+                let key = [prefix, &rest[..]].concat();
+                assert_eq!(of_prefixed(crc, &rest), of(&key), "{key:?}");
+            }
+        }
+        assert_eq!(prefix_crc(b"idem:{"), None);
     }
 
     #[test]

@@ -31,10 +31,9 @@ return 0
 ";
 
 impl RedisStore {
-    /// The key of `key`'s steps, in its record key's slot; `record_key` is
-    /// `self.redis_key(key)`.
-    pub(super) fn steps_key(&self, key: &RecordKey, record_key: &[u8]) -> Vec<u8> {
-        steps_key(&self.prefix, self.braced_prefix, key, record_key)
+    /// The key of `key`'s steps, in its record key's slot.
+    pub(super) fn steps_key(&self, key: &RecordKey) -> Vec<u8> {
+        steps_key(&self.prefix, self.prefix_crc, key)
     }
 }
 
@@ -42,15 +41,18 @@ impl RedisStore {
 /// chosen so that it lands in the record key's slot. A prefix with a hash
 /// tag of its own puts both in its slot already. Under a prefix with an
 /// unclosed `{` (whose record keys hash by their own bytes), the tag goes
-/// first: `{tag}` + `prefix` + `s:` + the hashed key. `braced` says whether
-/// the prefix holds a `{`: without one, the tag is the tagged key's first
-/// hash tag, so that key is in the tag's slot and needs no check.
-fn steps_key(prefix: &[u8], braced: bool, key: &RecordKey, record_key: &[u8]) -> Vec<u8> {
+/// first: `{tag}` + `prefix` + `s:` + the hashed key. `prefix_crc` is
+/// `slot::prefix_crc(prefix)`: given, the prefix holds no `{`, so the tag
+/// is the tagged key's first hash tag and that key is in the tag's slot.
+fn steps_key(prefix: &[u8], prefix_crc: Option<u16>, key: &RecordKey) -> Vec<u8> {
     let hashed = key.as_bytes().as_slice();
-    let slot = slot::of(record_key);
+    let slot = match prefix_crc {
+        Some(crc) => slot::of_prefixed(crc, hashed),
+        None => slot::of(&concat(&[prefix, hashed])),
+    };
     let tag = slot::tag(slot);
     let tagged = concat(&[prefix, b"s{", tag, b"}", hashed]);
-    if !braced || slot::of(&tagged) == slot {
+    if prefix_crc.is_some() || slot::of(&tagged) == slot {
         return tagged;
     }
     let plain = concat(&[prefix, b"s:", hashed]);
@@ -92,8 +94,7 @@ impl RedisStore {
         value: &[u8],
         ttl: std::time::Duration,
     ) -> Result<Fence, StoreError> {
-        let record_key = self.redis_key(key);
-        let steps_key = self.steps_key(key, &record_key);
+        let (record_key, steps_key) = (self.redis_key(key), self.steps_key(key));
         let keys: [&[u8]; 2] = [&record_key, &steps_key];
         let mut digits = itoa::Buffer::new();
         let px = digits.format(millis(ttl)).as_bytes();
@@ -166,9 +167,7 @@ mod tests {
 
     /// The store's steps key of `key` under `prefix`.
     fn steps_key_under(prefix: &[u8], key: &RecordKey) -> Vec<u8> {
-        let mut record_key = prefix.to_vec();
-        record_key.extend_from_slice(key.as_bytes());
-        steps_key(prefix, prefix.contains(&b'{'), key, &record_key)
+        steps_key(prefix, slot::prefix_crc(prefix), key)
     }
 
     /// Prefixes with braces in every arrangement, and the default.
