@@ -47,7 +47,7 @@ impl RedisStore {
             .add_command(command(&[b"HGETALL", &steps_key]));
         if let Some(replicas) = &self.replicas {
             replicas.append(&mut pipe);
-            let (pttl, held, saved, acks): (i64, Option<Vec<u8>>, Steps, u32) =
+            let (pttl, held, saved, acks): (i64, Option<Vec<u8>>, redis::Value, u32) =
                 self.query(&pipe).await?;
             if held.is_none() {
                 replicas.check(acks, "claim")?;
@@ -58,7 +58,7 @@ impl RedisStore {
             Ok(answer) => answer,
             Err(err) if refuses_writes(&err) => {
                 let (pttl, held) = self.read_instead(&redis_key, err).await?;
-                (pttl, held, Vec::new())
+                (pttl, held, redis::Value::Nil)
             }
             Err(err) => return Err(store_error(err)),
         };
@@ -96,13 +96,11 @@ fn set_nx_get(redis_key: &[u8], claim: &Claim, now: Duration) -> Result<redis::C
     Ok(set)
 }
 
-/// The fields of a call's steps hash.
-type Steps = Vec<(Vec<u8>, Vec<u8>)>;
-
-/// A won claim with the steps its pipeline read.
+/// A won claim with the steps its pipeline read (the `HGETALL` answer,
+/// converted only for a won claim).
 fn with_steps(
     outcome: Result<ClaimOutcome, StoreError>,
-    saved: Steps,
+    saved: redis::Value,
 ) -> Result<ClaimOutcome, StoreError> {
     match outcome? {
         ClaimOutcome::Won { took_over, .. } => Ok(ClaimOutcome::Won {

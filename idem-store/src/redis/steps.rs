@@ -71,8 +71,20 @@ fn concat(parts: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-/// The `HGETALL` answer of a won claim, as steps.
-pub(super) fn parse(fields: Vec<(Vec<u8>, Vec<u8>)>) -> Result<Vec<(StepId, Bytes)>, StoreError> {
+/// The `HGETALL` answer of a won claim, as steps. Most won claims find
+/// none: an empty answer is not converted.
+pub(super) fn parse(saved: redis::Value) -> Result<Vec<(StepId, Bytes)>, StoreError> {
+    let none = match &saved {
+        redis::Value::Nil => true,
+        redis::Value::Array(items) => items.is_empty(),
+        redis::Value::Map(fields) => fields.is_empty(),
+        _ => false,
+    };
+    if none {
+        return Ok(Vec::new());
+    }
+    let fields: Vec<(Vec<u8>, Vec<u8>)> =
+        redis::from_redis_value(saved).map_err(|err| StoreError::new("redis", err))?;
     fields
         .into_iter()
         .map(|(id, value)| {

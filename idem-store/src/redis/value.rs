@@ -93,11 +93,13 @@ pub(super) fn write_claim_value(
     claim: &Claim,
     now: Duration,
 ) -> io::Result<()> {
-    let now = now.as_millis() as u64;
-    out.write_all(b"P")?;
-    out.write_all(&claim.token.to_bytes())?;
-    out.write_all(claim.fingerprint.as_bytes())?;
-    out.write_all(&now.to_be_bytes())?;
+    // The fixed part gathered first: one write instead of four.
+    let mut head = [0u8; CLAIM_AT + 8];
+    head[0] = b'P';
+    head[1..17].copy_from_slice(&claim.token.to_bytes());
+    head[17..CLAIM_AT].copy_from_slice(claim.fingerprint.as_bytes());
+    head[CLAIM_AT..].copy_from_slice(&(now.as_millis() as u64).to_be_bytes());
+    out.write_all(&head)?;
     out.write_all(claim.site.as_bytes())
 }
 
