@@ -63,7 +63,7 @@ pub struct RedisStore {
     prefix: Vec<u8>,
     /// `slot::prefix_crc(prefix)`: a record key's slot then reads only its
     /// 32 hashed bytes (see `steps::steps_key`).
-    prefix_crc: Option<u16>,
+    prefix_crc: Option<slot::PrefixCrc>,
     allow_eviction: bool,
     /// Set when a connection failed: the server after a reconnect may be
     /// another (a failover, a restart with other settings), so the next

@@ -7,39 +7,17 @@ use std::sync::OnceLock;
 /// How many slots a Redis Cluster has.
 const SLOTS: usize = 16384;
 
-/// CRC16-XMODEM (polynomial 0x1021), one byte at a time, as Redis hashes
-/// keys.
-const CRC_TABLE: [u16; 256] = crc_table();
-
-const fn crc_table() -> [u16; 256] {
-    let mut table = [0u16; 256];
-    let mut byte = 0;
-    while byte < 256 {
-        let mut crc = (byte as u16) << 8;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 0x8000 == 0 {
-                crc << 1
-            } else {
-                (crc << 1) ^ 0x1021
-            };
-            bit += 1;
-        }
-        table[byte] = crc;
-        byte += 1;
-    }
-    table
-}
+/// Redis hashes keys with CRC16-XMODEM (the `crc16` crate redis-rs uses).
+type Crc16 = crc16::State<crc16::XMODEM>;
 
 fn crc16(bytes: &[u8]) -> u16 {
-    crc16_after(0, bytes)
+    Crc16::calculate(bytes)
 }
 
-/// The CRC16 of some bytes then `bytes`, given the CRC16 of the first.
-fn crc16_after(crc: u16, bytes: &[u8]) -> u16 {
-    bytes.iter().fold(crc, |crc, &byte| {
-        (crc << 8) ^ CRC_TABLE[usize::from((crc >> 8) as u8 ^ byte)]
-    })
+/// The CRC16 of some bytes then `bytes`, given the state after the first.
+fn crc16_after(mut state: Crc16, bytes: &[u8]) -> u16 {
+    state.update(bytes);
+    state.get()
 }
 
 /// The slot of `key`: of its hash tag when it has one, else of all of it.
@@ -47,18 +25,26 @@ pub(super) fn of(key: &[u8]) -> u16 {
     crc16(hash_tag(key).unwrap_or(key)) % SLOTS as u16
 }
 
-/// What `of_prefixed` needs of a prefix: its CRC16, when it holds no `{`
-/// (none of its bytes can then start a hash tag).
-pub(super) fn prefix_crc(prefix: &[u8]) -> Option<u16> {
-    (!prefix.contains(&b'{')).then(|| crc16(prefix))
+/// What `of_prefixed` needs of a prefix: its CRC16 state, when it holds no
+/// `{` (none of its bytes can then start a hash tag).
+pub(super) fn prefix_crc(prefix: &[u8]) -> Option<PrefixCrc> {
+    (!prefix.contains(&b'{')).then(|| {
+        let mut state = Crc16::new();
+        state.update(prefix);
+        PrefixCrc(state)
+    })
 }
 
-/// The slot of `prefix` + `rest`, for a prefix without `{` whose CRC16 is
-/// `prefix_crc`: only the bytes of `rest` are read.
-pub(super) fn of_prefixed(prefix_crc: u16, rest: &[u8]) -> u16 {
+/// The CRC16 state after a prefix without `{`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PrefixCrc(Crc16);
+
+/// The slot of `prefix` + `rest`, for a prefix without `{` whose CRC16
+/// state is `prefix_crc`: only the bytes of `rest` are read.
+pub(super) fn of_prefixed(prefix_crc: PrefixCrc, rest: &[u8]) -> u16 {
     let crc = match hash_tag(rest) {
         Some(tag) => crc16(tag),
-        None => crc16_after(prefix_crc, rest),
+        None => crc16_after(prefix_crc.0, rest),
     };
     crc % SLOTS as u16
 }
@@ -106,23 +92,13 @@ fn tags() -> &'static [Tag] {
 }
 
 /// The decimal digits of `n` (below 10 million).
-fn decimal(mut n: u32) -> Tag {
-    let mut reversed = [0u8; 7];
-    let mut len = 0;
-    loop {
-        reversed[len] = b'0' + (n % 10) as u8;
-        len += 1;
-        n /= 10;
-        if n == 0 || len == reversed.len() {
-            break;
-        }
-    }
+fn decimal(n: u32) -> Tag {
+    let mut buffer = itoa::Buffer::new();
+    let text = buffer.format(n).as_bytes();
     let mut digits = [0u8; 7];
-    for (to, from) in digits.iter_mut().zip(reversed[..len].iter().rev()) {
-        *to = *from;
-    }
+    digits[..text.len()].copy_from_slice(text);
     Tag {
-        len: len as u8,
+        len: text.len() as u8,
         digits,
     }
 }
@@ -182,7 +158,7 @@ mod tests {
                 assert_eq!(of_prefixed(crc, &rest), of(&key), "{key:?}");
             }
         }
-        assert_eq!(prefix_crc(b"idem:{"), None);
+        assert!(prefix_crc(b"idem:{").is_none());
     }
 
     #[test]

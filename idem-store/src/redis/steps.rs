@@ -44,7 +44,7 @@ impl RedisStore {
 /// first: `{tag}` + `prefix` + `s:` + the hashed key. `prefix_crc` is
 /// `slot::prefix_crc(prefix)`: given, the prefix holds no `{`, so the tag
 /// is the tagged key's first hash tag and that key is in the tag's slot.
-fn steps_key(prefix: &[u8], prefix_crc: Option<u16>, key: &RecordKey) -> Vec<u8> {
+fn steps_key(prefix: &[u8], prefix_crc: Option<slot::PrefixCrc>, key: &RecordKey) -> Vec<u8> {
     let hashed = key.as_bytes().as_slice();
     let slot = match prefix_crc {
         Some(crc) => slot::of_prefixed(crc, hashed),
