@@ -239,8 +239,7 @@ impl<P> Call<P> {
     {
         let target = Arc::clone(&self.idem.inner);
         let span = self.span();
-        self.protocol(target, body, recorded(&span))
-            .instrument(span)
+        self.protocol(target, body, span.clone()).instrument(span)
     }
 
     /// As [`execute`](Call::execute), on a borrowed store.
@@ -257,20 +256,29 @@ impl<P> Call<P> {
         Fut: Future<Output = Result<T, E>>,
     {
         let span = self.span();
-        self.protocol(store, body, recorded(&span)).instrument(span)
+        self.protocol(store, body, span.clone()).instrument(span)
     }
 
     /// The call's span: scope, short key hash, and (once known) outcome and
-    /// whether it was replayed. With no subscriber listening at INFO this
-    /// is a disabled span: no field is formatted.
+    /// whether it was replayed; `Span::none()` when neither a subscriber
+    /// nor a `log` logger would see it (see `heard`), so that the call
+    /// builds no span and entering it on every poll costs a branch.
     fn span(&self) -> tracing::Span {
-        tracing::info_span!(
+        if !may_be_heard() {
+            return tracing::Span::none();
+        }
+        let span = tracing::info_span!(
             "idem.call",
             scope = %self.scope,
             key = %self.key.short(),
             outcome = tracing::field::Empty,
             replayed = tracing::field::Empty,
-        )
+        );
+        if heard(&span) {
+            span
+        } else {
+            tracing::Span::none()
+        }
     }
 
     /// The protocol: claim, run, settle (complete or release), or replay.
@@ -326,16 +334,27 @@ impl<P> Call<P> {
     }
 }
 
-/// The span the protocol records the call's outcome in: the call's own
-/// when a subscriber listens to it or a `log` logger would print the record
-/// (tracing's `log` feature logs records of disabled spans), otherwise
-/// `Span::none()`, which skips a record altogether.
-fn recorded(span: &tracing::Span) -> tracing::Span {
-    if !span.is_disabled() || log::log_enabled!(target: module_path!(), log::Level::Info) {
-        span.clone()
-    } else {
-        tracing::Span::none()
-    }
+/// Whether anyone sees the call's span: a subscriber listening to it, or a
+/// `log` logger printing its records (tracing's `log` feature logs the
+/// fields of disabled spans) or its enters and exits.
+fn heard(span: &tracing::Span) -> bool {
+    !span.is_disabled() || logged()
+}
+
+/// Whether a `log` logger prints the span's records or its enters and
+/// exits (tracing logs those under `tracing::span::active`).
+fn logged() -> bool {
+    log::log_enabled!(target: module_path!(), log::Level::Info)
+        || log::log_enabled!(target: "tracing::span::active", log::Level::Trace)
+}
+
+/// Whether the span could be heard at all: `info_span!` itself first
+/// checks the level filter, and without a subscriber at INFO or a logger
+/// building the span would only make a disabled span nobody reads.
+fn may_be_heard() -> bool {
+    use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
+    let info = LevelFilter::INFO;
+    (STATIC_MAX_LEVEL >= info && LevelFilter::current() >= info) || logged()
 }
 
 /// Where a call's protocol runs: the handle's own store (with its local
