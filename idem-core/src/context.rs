@@ -35,8 +35,10 @@ pub(crate) struct StepCall {
     pub seen: Mutex<Vec<StepId>>,
 }
 
-pub(crate) async fn scoped<F: Future>(running: Running, body: F) -> F::Output {
-    CURRENT.scope(running, body).await
+/// `body` with `running` as its call: the task-local's own future, no
+/// async layer around it (which would hold `running` and `body` twice).
+pub(crate) fn scoped<F: Future>(running: Running, body: F) -> impl Future<Output = F::Output> {
+    CURRENT.scope(running, body)
 }
 
 /// Runs `f` on the running call, or returns `None` outside one.

@@ -5,7 +5,7 @@
 //! cannot be sent to another task, renewal runs in the body's own task.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -71,8 +71,9 @@ impl Drop for Registered<'_> {
 
 impl Renewer {
     /// Renews `key`'s claim every third of its lease until the returned
-    /// guard is dropped.
-    pub(crate) async fn register(
+    /// guard is dropped; `true` when the renewal task was spawned now (see
+    /// [`let_start`]).
+    pub(crate) fn register(
         &self,
         handle: &Arc<Inner>,
         key: RecordKey,
@@ -80,7 +81,7 @@ impl Renewer {
         lease: Duration,
         scope: Arc<str>,
         site: &'static CallSite,
-    ) -> Registered<'_> {
+    ) -> (Registered<'_>, bool) {
         let due = Instant::now() + third(lease);
         let running = Running {
             lease,
@@ -97,22 +98,17 @@ impl Renewer {
             }
             earliest
         };
-        if !self.started.swap(true, Ordering::AcqRel) {
+        let spawned = !self.started.swap(true, Ordering::AcqRel);
+        if spawned {
             tokio::spawn(renew_all(Arc::downgrade(handle)));
-            // A task spawned from a worker waits in that worker's LIFO
-            // slot, which other workers do not steal from: a body that
-            // blocked the worker at once would keep it from ever running.
-            // Once it has run, its timer wakes it wherever a worker is free.
-            if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
-                tokio::task::yield_now().await;
-            }
         } else if earliest {
             self.wake.notify_one();
         }
-        Registered {
+        let registered = Registered {
             renewer: self,
             claim: (key, token),
-        }
+        };
+        (registered, spawned)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
@@ -197,6 +193,17 @@ fn lost_how(fence: Fence) -> &'static str {
     }
 }
 
+/// Lets the renewal task just spawned run before the body. A task spawned
+/// from a worker waits in that worker's LIFO slot, which other workers do
+/// not steal from: a body that blocked the worker at once would keep it
+/// from ever running. Once it has run, its timer wakes it wherever a
+/// worker is free.
+pub(crate) async fn let_start() {
+    if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+        tokio::task::yield_now().await;
+    }
+}
+
 fn third(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(1))
 }
@@ -254,7 +261,9 @@ async fn renew_step<S: Store + ?Sized>(
 }
 
 /// Runs `body` while renewing the lease in the same task: no spawn, so the
-/// body and the store may borrow.
+/// body and the store may borrow. The renewal is boxed: it holds a timer,
+/// and a borrowed store's calls are the rare ones, so the call's future
+/// does not carry it for every other call.
 pub(crate) async fn in_task<S: Store + ?Sized, F: Future>(
     store: &S,
     key: &RecordKey,
@@ -262,10 +271,9 @@ pub(crate) async fn in_task<S: Store + ?Sized, F: Future>(
     lease: Duration,
     scope: &str,
     site: &CallSite,
-    body: F,
+    mut body: Pin<&mut F>,
 ) -> F::Output {
-    let mut body = pin!(body);
-    let renewal = pin!(renew_every_third(store, key, token, lease, scope, site));
+    let renewal = Box::pin(renew_every_third(store, key, token, lease, scope, site));
     tokio::select! {
         biased;
         out = &mut body => out,

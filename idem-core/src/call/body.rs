@@ -1,6 +1,7 @@
 //! The run stage: the body runs with the call's context (`child_key`,
 //! steps) while the claim's lease is renewed.
 
+use std::pin::pin;
 use std::sync::Arc;
 
 use super::Call;
@@ -29,20 +30,27 @@ impl<P> Call<P> {
         // One copy of the scope for the renewer and the steps, made only
         // for a store the handle owns.
         let shared: Option<Arc<str>> = guard.on_drop.as_ref().map(|_| self.scope.as_str().into());
-        let running = self.running(guard, claim.token, finished, shared.clone());
-        let body = crate::context::scoped(running, body());
+        // The body's context and future are made only after the last other
+        // await, so the call's future holds them once.
         match shared {
             // A store the handle owns is renewed from a task of its own, so
             // a body that blocks its thread still keeps its lease.
             Some(scope) => {
                 let inner = &self.idem.inner;
-                let _renewed = inner
-                    .renewer
-                    .register(inner, self.key, claim.token, claim.lease, scope, self.site)
-                    .await;
-                body.await
+                let (key, token, lease, site) = (self.key, claim.token, claim.lease, self.site);
+                let renewed = Arc::clone(&scope);
+                let (_renewed, spawned) =
+                    (inner.renewer).register(inner, key, token, lease, renewed, site);
+                if spawned {
+                    renewal::let_start().await;
+                }
+                let running = self.running(guard, claim.token, finished, Some(scope));
+                crate::context::scoped(running, body()).await
             }
             None => {
+                let running = self.running(guard, claim.token, finished, None);
+                // Pinned here, not moved into `in_task`'s future: one copy.
+                let body = pin!(crate::context::scoped(running, body()));
                 let (store, key, token) = (guard.store, &self.key, claim.token);
                 renewal::in_task(store, key, token, claim.lease, &self.scope, self.site, body).await
             }

@@ -94,7 +94,9 @@ impl<P> Call<P> {
             if backoff == FIRST_BACKOFF {
                 site.wait();
             }
-            tokio::time::sleep(backoff.min(self.wait - waited)).await;
+            // Boxed: waiting is rare, and a timer inline would enlarge
+            // every call's future.
+            Box::pin(tokio::time::sleep(backoff.min(self.wait - waited))).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
             sent = Instant::now();
         }

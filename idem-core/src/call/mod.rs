@@ -66,7 +66,9 @@ pub struct Call<P = ReleaseErrors> {
     /// The version written into records and required of replayed ones.
     version: u32,
     policy: P,
-    refused: Option<Error>,
+    /// Boxed: refusals are rare, and an `Error` inline would enlarge every
+    /// call and every future that holds it.
+    refused: Option<Box<Error>>,
     /// The bounded `scope` label of this call's metrics.
     site: &'static CallSite,
 }
@@ -82,7 +84,7 @@ impl Call {
         key: &K,
     ) -> Self {
         let (record_key, filled) = RecordKey::checked(scope, key);
-        let refused = (!filled).then(|| Error::InvalidKey("the key is empty".into()));
+        let refused = (!filled).then(|| Box::new(Error::InvalidKey("the key is empty".into())));
         Call {
             idem,
             key: record_key,
@@ -283,12 +285,13 @@ impl<P> Call<P> {
 
     /// The protocol: claim, run, settle (complete or release), or replay.
     /// Each end is counted by outcome and recorded in `span`.
-    async fn protocol<G, T, E, F, Fut>(
+    #[expect(clippy::manual_async_fn, reason = "an async fn doubles its arguments")]
+    fn protocol<G, T, E, F, Fut>(
         mut self,
         target: G,
         body: F,
         span: tracing::Span,
-    ) -> Ran<T, E>
+    ) -> impl Future<Output = Ran<T, E>>
     where
         G: Target,
         T: Serialize + DeserializeOwned,
@@ -296,41 +299,43 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        if let Some(err) = self
-            .refused
-            .take()
-            .or_else(|| self.checked_settings().err())
-        {
-            return self.ended(&span, Observed::Invalid, Err(Failed::Idem(err)));
+        // An async block, not an async fn: an async fn keeps a second copy
+        // of its arguments (the call, the span) for the whole call.
+        async move {
+            if let Some(err) =
+                (self.refused.take().map(|err| *err)).or_else(|| self.checked_settings().err())
+            {
+                return self.ended(&span, Observed::Invalid, Err(Failed::Idem(err)));
+            }
+            let (store, cache, on_drop) = (target.store(), target.cache(), target.owned());
+            if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
+                return self.replayed(&hit.fingerprint, &hit.record, &span);
+            }
+            let claim = Claim {
+                token: Token::random(),
+                fingerprint: self.fingerprint,
+                lease: self.effective_lease(),
+                site: self.site.name(),
+            };
+            let finished = match self
+                .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
+                .await
+            {
+                Ok(finished) => finished,
+                Err(ended) => return ended,
+            };
+            let mut guard = ClaimGuard::new(store, on_drop, self.key, claim.token, self.site);
+            if !crate::step::steps_match(&finished, &self.fingerprint) {
+                guard.release().await;
+                return self.ended(
+                    &span,
+                    Observed::Mismatch,
+                    Err(Failed::Idem(self.mismatch())),
+                );
+            }
+            let result = self.run_body(&guard, &claim, finished, body).await;
+            self.settle(guard, cache, result, &span).await
         }
-        let (store, cache, on_drop) = (target.store(), target.cache(), target.owned());
-        if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
-            return self.replayed(&hit.fingerprint, &hit.record, &span);
-        }
-        let claim = Claim {
-            token: Token::random(),
-            fingerprint: self.fingerprint,
-            lease: self.effective_lease(),
-            site: self.site.name(),
-        };
-        let finished = match self
-            .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
-            .await
-        {
-            Ok(finished) => finished,
-            Err(ended) => return ended,
-        };
-        let mut guard = ClaimGuard::new(store, on_drop, self.key, claim.token, self.site);
-        if !crate::step::steps_match(&finished, &self.fingerprint) {
-            guard.release().await;
-            return self.ended(
-                &span,
-                Observed::Mismatch,
-                Err(Failed::Idem(self.mismatch())),
-            );
-        }
-        let result = self.run_body(&guard, &claim, finished, body).await;
-        self.settle(guard, cache, result, &span).await
     }
 }
 
