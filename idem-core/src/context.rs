@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::key::ScopeText;
 use crate::{Fingerprint, RecordKey, StepId, Store, Token};
 
 tokio::task_local! {
@@ -24,7 +25,7 @@ pub(crate) struct Running {
 pub(crate) struct StepCall {
     pub store: Arc<dyn Store>,
     pub token: Token,
-    pub scope: Arc<str>,
+    pub scope: ScopeText,
     pub ttl: Duration,
     pub limit: usize,
     pub version: u32,

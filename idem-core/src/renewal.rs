@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::idempotency::Inner;
+use crate::key::ScopeText;
 use crate::observe::Step;
 use crate::{CallSite, Fence, RecordKey, Store, Token};
 
@@ -46,14 +47,14 @@ struct Due {
     key: RecordKey,
     token: Token,
     lease: Duration,
-    scope: Arc<str>,
+    scope: ScopeText,
     site: &'static CallSite,
 }
 
 struct Running {
     lease: Duration,
     due: Instant,
-    scope: Arc<str>,
+    scope: ScopeText,
     site: &'static CallSite,
 }
 
@@ -79,7 +80,7 @@ impl Renewer {
         key: RecordKey,
         token: Token,
         lease: Duration,
-        scope: Arc<str>,
+        scope: ScopeText,
         site: &'static CallSite,
     ) -> (Registered<'_>, bool) {
         let due = Instant::now() + third(lease);
@@ -128,7 +129,7 @@ impl Renewer {
                     key,
                     token,
                     lease: running.lease,
-                    scope: Arc::clone(&running.scope),
+                    scope: running.scope.clone(),
                     site: running.site,
                 });
             }
@@ -209,7 +210,7 @@ fn third(lease: Duration) -> Duration {
 }
 
 async fn renew_once<S: Store + ?Sized>(store: &S, claim: &Due) {
-    let (key, scope) = (&claim.key, &*claim.scope);
+    let (key, scope) = (&claim.key, claim.scope.as_str());
     renew_step(store, key, claim.token, claim.lease, scope, claim.site).await;
 }
 

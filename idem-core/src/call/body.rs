@@ -2,12 +2,12 @@
 //! steps) while the claim's lease is renewed.
 
 use std::pin::pin;
-use std::sync::Arc;
 
 use super::Call;
 use super::claim::Finished;
 use super::guard::ClaimGuard;
 use crate::context::{Running, StepCall};
+use crate::key::ScopeText;
 use crate::renewal;
 use crate::{Claim, Store, Token};
 
@@ -27,9 +27,9 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        // One copy of the scope for the renewer and the steps, made only
-        // for a store the handle owns.
-        let shared: Option<Arc<str>> = guard.on_drop.as_ref().map(|_| self.scope.as_str().into());
+        // The scope for the renewer and the steps, for a store the handle
+        // owns.
+        let shared = guard.on_drop.as_ref().map(|_| self.scope.clone());
         // The body's context and future are made only after the last other
         // await, so the call's future holds them once.
         match shared {
@@ -38,7 +38,7 @@ impl<P> Call<P> {
             Some(scope) => {
                 let inner = &self.idem.inner;
                 let (key, token, lease, site) = (self.key, claim.token, claim.lease, self.site);
-                let renewed = Arc::clone(&scope);
+                let renewed = scope.clone();
                 let (_renewed, spawned) =
                     (inner.renewer).register(inner, key, token, lease, renewed, site);
                 if spawned {
@@ -52,7 +52,8 @@ impl<P> Call<P> {
                 // Pinned here, not moved into `in_task`'s future: one copy.
                 let body = pin!(crate::context::scoped(running, body()));
                 let (store, key, token) = (guard.store, &self.key, claim.token);
-                renewal::in_task(store, key, token, claim.lease, &self.scope, self.site, body).await
+                let scope = self.scope.as_str();
+                renewal::in_task(store, key, token, claim.lease, scope, self.site, body).await
             }
         }
     }
@@ -64,7 +65,7 @@ impl<P> Call<P> {
         guard: &ClaimGuard<'_, S>,
         token: Token,
         finished: Finished,
-        scope: Option<Arc<str>>,
+        scope: Option<ScopeText>,
     ) -> Running {
         let steps = match (guard.on_drop.clone(), scope) {
             (Some(store), Some(scope)) if store.records_steps() => Ok(StepCall {

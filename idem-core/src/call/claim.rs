@@ -85,7 +85,7 @@ impl<P> Call<P> {
             if waited >= self.wait {
                 tracing::debug!(scope = %self.scope, key = %self.key.short(), ?retry_after, "idem: in progress elsewhere");
                 let err = Error::InProgress {
-                    scope: self.scope.clone(),
+                    scope: self.scope.to_string(),
                     key: self.key.short(),
                     retry_after,
                 };
@@ -105,7 +105,7 @@ impl<P> Call<P> {
     pub(super) fn mismatch(&self) -> Error {
         tracing::debug!(scope = %self.scope, key = %self.key.short(), "idem: fingerprint mismatch");
         Error::FingerprintMismatch {
-            scope: self.scope.clone(),
+            scope: self.scope.to_string(),
             key: self.key.short(),
         }
     }

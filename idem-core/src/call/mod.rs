@@ -18,7 +18,7 @@ use tracing::Instrument;
 
 use crate::cache::LocalCache;
 use crate::idempotency::Inner;
-use crate::key::{self, KeyPart};
+use crate::key::{KeyPart, ScopeText};
 use crate::observe::Outcome as Observed;
 use crate::{
     CallSite, Claim, Error, ErrorPolicy, Fingerprint, Idempotency, RecordKey, ReleaseErrors, Store,
@@ -57,7 +57,7 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 pub struct Call<P = ReleaseErrors> {
     pub(crate) idem: Idempotency,
     key: RecordKey,
-    scope: String,
+    scope: ScopeText,
     ttl: Duration,
     /// `None`: the default, shortened to the TTL when that is shorter.
     lease: Option<Duration>,
@@ -88,7 +88,7 @@ impl Call {
         Call {
             idem,
             key: record_key,
-            scope: key::describe(scope),
+            scope: ScopeText::of(scope),
             ttl: DEFAULT_TTL,
             lease: None,
             wait: Duration::ZERO,

@@ -73,7 +73,7 @@ impl<P> Call<P> {
                     let err = Error::LeaseLost {
                         key: self.key.short(),
                         taken_over,
-                        scope: self.scope.clone(),
+                        scope: self.scope.to_string(),
                     };
                     (Observed::LeaseLost, err)
                 }
