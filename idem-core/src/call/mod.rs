@@ -334,7 +334,7 @@ impl<P> Call<P> {
                 );
             }
             let result = self.run_body(&guard, &claim, finished, body).await;
-            self.settle(guard, cache, result, &span).await
+            self.settle(&mut guard, cache, result, &span).await
         }
     }
 }

@@ -20,7 +20,7 @@ impl<P> Call<P> {
         // `&mut`, not by value: the call stays in the protocol's future
         // instead of being copied into this one.
         &mut self,
-        mut guard: ClaimGuard<'_, S>,
+        guard: &mut ClaimGuard<'_, S>,
         cache: Option<&LocalCache>,
         result: Result<T, E>,
         span: &tracing::Span,
@@ -30,8 +30,8 @@ impl<P> Call<P> {
         T: Serialize,
         P: ErrorPolicy<E>,
     {
-        // An async block: an async fn would keep a second copy of the guard
-        // and the result.
+        // An async block: an async fn would keep a second copy of the
+        // result.
         async move {
             let limit = self.idem.inner.max_record_bytes;
             let record = match &result {
