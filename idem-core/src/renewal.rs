@@ -244,7 +244,7 @@ async fn renew_step<S: Store + ?Sized>(
 ) -> bool {
     let sent = Instant::now();
     let answer = store.renew(key, token, lease).await;
-    site.store_step(Step::Renew, sent.elapsed());
+    site.store_step(Step::Renew, sent);
     match answer {
         Ok(Fence::Held) => {
             site.renewal();

@@ -45,7 +45,7 @@ impl<P> Call<P> {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let answer = store.claim(&self.key, claim).await;
-            site.store_step(Step::Claim, sent.elapsed());
+            site.store_step(Step::Claim, sent);
             let (fingerprint, retry_after) = match answer {
                 Err(err) => {
                     tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");

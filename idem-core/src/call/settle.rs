@@ -59,7 +59,7 @@ impl<P> Call<P> {
                 .store
                 .complete(&self.key, guard.token, &record, self.ttl)
                 .await;
-            self.site.store_step(Step::Complete, sent.elapsed());
+            self.site.store_step(Step::Complete, sent);
             let (outcome, err) = match answer {
                 Ok(Fence::Held) => {
                     if let Some(cache) = cache {
