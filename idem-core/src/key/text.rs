@@ -31,19 +31,22 @@ const SCRATCH_KEPT: usize = 256;
 impl ScopeText {
     /// The text of `scope`.
     pub(crate) fn of<S: KeyPart + ?Sized>(scope: &S) -> Self {
-        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
-            Ok(mut text) => {
-                text.clear();
-                scope.describe(&mut text);
-                let kept = Self::from(text.as_str());
-                if text.capacity() > SCRATCH_KEPT {
-                    *text = String::new();
-                }
-                kept
+        let scratched = SCRATCH.try_with(|scratch| {
+            let mut text = scratch.try_borrow_mut().ok()?;
+            text.clear();
+            scope.describe(&mut text);
+            let kept = Self::from(text.as_str());
+            if text.capacity() > SCRATCH_KEPT {
+                *text = String::new();
             }
-            // A `describe` that itself makes a call: describe apart.
-            Err(_) => Self::from(super::describe(scope).as_str()),
-        })
+            Some(kept)
+        });
+        // No scratch: the thread's locals are being destroyed, or a
+        // `describe` itself makes a call. Described apart.
+        match scratched {
+            Ok(Some(kept)) => kept,
+            _ => Self::from(super::describe(scope).as_str()),
+        }
     }
 
     pub(crate) fn as_str(&self) -> &str {
