@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::key::ScopeText;
 use crate::{Fingerprint, RecordKey, StepId, Store, Token};
 
 tokio::task_local! {
@@ -24,7 +25,7 @@ pub(crate) struct Running {
 pub(crate) struct StepCall {
     pub store: Arc<dyn Store>,
     pub token: Token,
-    pub scope: Arc<str>,
+    pub scope: ScopeText,
     pub ttl: Duration,
     pub limit: usize,
     pub version: u32,
@@ -35,8 +36,10 @@ pub(crate) struct StepCall {
     pub seen: Mutex<Vec<StepId>>,
 }
 
-pub(crate) async fn scoped<F: Future>(running: Running, body: F) -> F::Output {
-    CURRENT.scope(running, body).await
+/// `body` with `running` as its call: the task-local's own future, no
+/// async layer around it (which would hold `running` and `body` twice).
+pub(crate) fn scoped<F: Future>(running: Running, body: F) -> impl Future<Output = F::Output> {
+    CURRENT.scope(running, body)
 }
 
 /// Runs `f` on the running call, or returns `None` outside one.

@@ -7,9 +7,11 @@ use std::fmt;
 use sha2::{Digest as _, Sha256};
 
 pub(crate) mod part;
+mod text;
 
 pub(crate) use part::KeyPart;
 pub(crate) use part::describe;
+pub(crate) use text::ScopeText;
 
 mod derived;
 

@@ -5,7 +5,7 @@
 //! cannot be sent to another task, renewal runs in the body's own task.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::idempotency::Inner;
+use crate::key::ScopeText;
 use crate::observe::Step;
 use crate::{CallSite, Fence, RecordKey, Store, Token};
 
@@ -46,14 +47,14 @@ struct Due {
     key: RecordKey,
     token: Token,
     lease: Duration,
-    scope: Arc<str>,
+    scope: ScopeText,
     site: &'static CallSite,
 }
 
 struct Running {
     lease: Duration,
     due: Instant,
-    scope: Arc<str>,
+    scope: ScopeText,
     site: &'static CallSite,
 }
 
@@ -71,16 +72,17 @@ impl Drop for Registered<'_> {
 
 impl Renewer {
     /// Renews `key`'s claim every third of its lease until the returned
-    /// guard is dropped.
-    pub(crate) async fn register(
+    /// guard is dropped; `true` when the renewal task was spawned now (see
+    /// [`let_start`]).
+    pub(crate) fn register(
         &self,
         handle: &Arc<Inner>,
         key: RecordKey,
         token: Token,
         lease: Duration,
-        scope: Arc<str>,
+        scope: ScopeText,
         site: &'static CallSite,
-    ) -> Registered<'_> {
+    ) -> (Registered<'_>, bool) {
         let due = Instant::now() + third(lease);
         let running = Running {
             lease,
@@ -97,22 +99,17 @@ impl Renewer {
             }
             earliest
         };
-        if !self.started.swap(true, Ordering::AcqRel) {
+        let spawned = !self.started.swap(true, Ordering::AcqRel);
+        if spawned {
             tokio::spawn(renew_all(Arc::downgrade(handle)));
-            // A task spawned from a worker waits in that worker's LIFO
-            // slot, which other workers do not steal from: a body that
-            // blocked the worker at once would keep it from ever running.
-            // Once it has run, its timer wakes it wherever a worker is free.
-            if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
-                tokio::task::yield_now().await;
-            }
         } else if earliest {
             self.wake.notify_one();
         }
-        Registered {
+        let registered = Registered {
             renewer: self,
             claim: (key, token),
-        }
+        };
+        (registered, spawned)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
@@ -132,7 +129,7 @@ impl Renewer {
                     key,
                     token,
                     lease: running.lease,
-                    scope: Arc::clone(&running.scope),
+                    scope: running.scope.clone(),
                     site: running.site,
                 });
             }
@@ -197,12 +194,23 @@ fn lost_how(fence: Fence) -> &'static str {
     }
 }
 
+/// Lets the renewal task just spawned run before the body. A task spawned
+/// from a worker waits in that worker's LIFO slot, which other workers do
+/// not steal from: a body that blocked the worker at once would keep it
+/// from ever running. Once it has run, its timer wakes it wherever a
+/// worker is free.
+pub(crate) async fn let_start() {
+    if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+        tokio::task::yield_now().await;
+    }
+}
+
 fn third(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(1))
 }
 
 async fn renew_once<S: Store + ?Sized>(store: &S, claim: &Due) {
-    let (key, scope) = (&claim.key, &*claim.scope);
+    let (key, scope) = (&claim.key, claim.scope.as_str());
     renew_step(store, key, claim.token, claim.lease, scope, claim.site).await;
 }
 
@@ -236,7 +244,7 @@ async fn renew_step<S: Store + ?Sized>(
 ) -> bool {
     let sent = Instant::now();
     let answer = store.renew(key, token, lease).await;
-    site.store_step(Step::Renew, sent.elapsed());
+    site.store_step(Step::Renew, sent);
     match answer {
         Ok(Fence::Held) => {
             site.renewal();
@@ -254,7 +262,9 @@ async fn renew_step<S: Store + ?Sized>(
 }
 
 /// Runs `body` while renewing the lease in the same task: no spawn, so the
-/// body and the store may borrow.
+/// body and the store may borrow. The renewal is boxed: it holds a timer,
+/// and a borrowed store's calls are the rare ones, so the call's future
+/// does not carry it for every other call.
 pub(crate) async fn in_task<S: Store + ?Sized, F: Future>(
     store: &S,
     key: &RecordKey,
@@ -262,10 +272,9 @@ pub(crate) async fn in_task<S: Store + ?Sized, F: Future>(
     lease: Duration,
     scope: &str,
     site: &CallSite,
-    body: F,
+    mut body: Pin<&mut F>,
 ) -> F::Output {
-    let mut body = pin!(body);
-    let renewal = pin!(renew_every_third(store, key, token, lease, scope, site));
+    let renewal = Box::pin(renew_every_third(store, key, token, lease, scope, site));
     tokio::select! {
         biased;
         out = &mut body => out,

@@ -243,7 +243,7 @@ pub(crate) struct Prepared {
     limit: usize,
     version: u32,
     fingerprint: Fingerprint,
-    scope: std::sync::Arc<str>,
+    scope: crate::key::ScopeText,
 }
 
 impl StepCall {

@@ -1,24 +1,66 @@
 //! The run stage: the body runs with the call's context (`child_key`,
 //! steps) while the claim's lease is renewed.
 
-use std::sync::Arc;
+use std::pin::pin;
 
 use super::Call;
 use super::claim::Finished;
 use super::guard::ClaimGuard;
 use crate::context::{Running, StepCall};
+use crate::key::ScopeText;
 use crate::renewal;
 use crate::{Claim, Store, Token};
 
 impl<P> Call<P> {
     /// Runs the body with the call's context (`child_key`, steps) while
     /// the lease is renewed.
-    pub(super) async fn run_body<S, T, E, F, Fut>(
+    #[expect(clippy::manual_async_fn, reason = "an async fn doubles its arguments")]
+    pub(super) fn run_body<S, T, E, F, Fut>(
         // `&mut`: a `&Call` held across an await would need `P: Sync`.
         &mut self,
         guard: &ClaimGuard<'_, S>,
         claim: &Claim,
         finished: Finished,
+        body: F,
+    ) -> impl Future<Output = Result<T, E>>
+    where
+        S: Store + ?Sized,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        async move {
+            // A store the handle owns is renewed from a task of its own, so
+            // a body that blocks its thread still keeps its lease.
+            let Some(_) = guard.on_drop else {
+                // A borrowed store's call (a transaction's: the rare one)
+                // renews in its own task, boxed, so that the call's future
+                // does not carry that timer for every other call.
+                let running = self.running(guard, claim.token, finished, None);
+                return Box::pin(self.in_task(guard, claim, running, body)).await;
+            };
+            let inner = &self.idem.inner;
+            let (key, token, lease, site) = (self.key, claim.token, claim.lease, self.site);
+            let renewed = self.scope.clone();
+            let (_renewed, spawned) =
+                (inner.renewer).register(inner, key, token, lease, renewed, site);
+            if spawned {
+                renewal::let_start().await;
+            }
+            // The body's context and future are made only after the last
+            // other await, so the call's future holds them once.
+            let running = self.running(guard, claim.token, finished, Some(self.scope.clone()));
+            crate::context::scoped(running, body()).await
+        }
+    }
+
+    /// The body, renewed in its own task (a borrowed store cannot be sent
+    /// to the renewer's).
+    async fn in_task<S, T, E, F, Fut>(
+        // `&mut`: a `&Call` held across an await would need `P: Sync`.
+        &mut self,
+        guard: &ClaimGuard<'_, S>,
+        claim: &Claim,
+        running: Running,
         body: F,
     ) -> Result<T, E>
     where
@@ -26,27 +68,10 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        // One copy of the scope for the renewer and the steps, made only
-        // for a store the handle owns.
-        let shared: Option<Arc<str>> = guard.on_drop.as_ref().map(|_| self.scope.as_str().into());
-        let running = self.running(guard, claim.token, finished, shared.clone());
-        let body = crate::context::scoped(running, body());
-        match shared {
-            // A store the handle owns is renewed from a task of its own, so
-            // a body that blocks its thread still keeps its lease.
-            Some(scope) => {
-                let inner = &self.idem.inner;
-                let _renewed = inner
-                    .renewer
-                    .register(inner, self.key, claim.token, claim.lease, scope, self.site)
-                    .await;
-                body.await
-            }
-            None => {
-                let (store, key, token) = (guard.store, &self.key, claim.token);
-                renewal::in_task(store, key, token, claim.lease, &self.scope, self.site, body).await
-            }
-        }
+        let body = pin!(crate::context::scoped(running, body()));
+        let (store, key, token) = (guard.store, &self.key, claim.token);
+        let scope = self.scope.as_str();
+        renewal::in_task(store, key, token, claim.lease, scope, self.site, body).await
     }
 
     /// What the body's task knows of this call, for `child_key` and
@@ -56,7 +81,7 @@ impl<P> Call<P> {
         guard: &ClaimGuard<'_, S>,
         token: Token,
         finished: Finished,
-        scope: Option<Arc<str>>,
+        scope: Option<ScopeText>,
     ) -> Running {
         let steps = match (guard.on_drop.clone(), scope) {
             (Some(store), Some(scope)) if store.records_steps() => Ok(StepCall {

@@ -60,7 +60,7 @@ impl<P> Call<P> {
     pub fn fingerprint<T: Serialize + ?Sized>(mut self, payload: &T) -> Self {
         match Fingerprint::of(payload) {
             Ok(fingerprint) => self.fingerprint = fingerprint,
-            Err(err) => self.refused = Some(Error::Codec(err.into())),
+            Err(err) => self.refused = Some(Box::new(Error::Codec(err.into()))),
         }
         self
     }

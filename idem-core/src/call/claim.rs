@@ -45,7 +45,7 @@ impl<P> Call<P> {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let answer = store.claim(&self.key, claim).await;
-            site.store_step(Step::Claim, sent.elapsed());
+            site.store_step(Step::Claim, sent);
             let (fingerprint, retry_after) = match answer {
                 Err(err) => {
                     tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");
@@ -85,7 +85,7 @@ impl<P> Call<P> {
             if waited >= self.wait {
                 tracing::debug!(scope = %self.scope, key = %self.key.short(), ?retry_after, "idem: in progress elsewhere");
                 let err = Error::InProgress {
-                    scope: self.scope.clone(),
+                    scope: self.scope.to_string(),
                     key: self.key.short(),
                     retry_after,
                 };
@@ -94,7 +94,9 @@ impl<P> Call<P> {
             if backoff == FIRST_BACKOFF {
                 site.wait();
             }
-            tokio::time::sleep(backoff.min(self.wait - waited)).await;
+            // Boxed: waiting is rare, and a timer inline would enlarge
+            // every call's future.
+            Box::pin(tokio::time::sleep(backoff.min(self.wait - waited))).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
             sent = Instant::now();
         }
@@ -103,7 +105,7 @@ impl<P> Call<P> {
     pub(super) fn mismatch(&self) -> Error {
         tracing::debug!(scope = %self.scope, key = %self.key.short(), "idem: fingerprint mismatch");
         Error::FingerprintMismatch {
-            scope: self.scope.clone(),
+            scope: self.scope.to_string(),
             key: self.key.short(),
         }
     }

@@ -44,7 +44,7 @@ impl<'s, S: Store + ?Sized> ClaimGuard<'s, S> {
         self.armed = false;
         let sent = Instant::now();
         release(self.store, &self.key, self.token).await;
-        self.site.store_step(Step::Release, sent.elapsed());
+        self.site.store_step(Step::Release, sent);
     }
 
     /// The claim is settled from here on (by completion, or by its lease):

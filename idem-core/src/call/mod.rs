@@ -18,7 +18,7 @@ use tracing::Instrument;
 
 use crate::cache::LocalCache;
 use crate::idempotency::Inner;
-use crate::key::{self, KeyPart};
+use crate::key::{KeyPart, ScopeText};
 use crate::observe::Outcome as Observed;
 use crate::{
     CallSite, Claim, Error, ErrorPolicy, Fingerprint, Idempotency, RecordKey, ReleaseErrors, Store,
@@ -57,7 +57,7 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 pub struct Call<P = ReleaseErrors> {
     pub(crate) idem: Idempotency,
     key: RecordKey,
-    scope: String,
+    scope: ScopeText,
     ttl: Duration,
     /// `None`: the default, shortened to the TTL when that is shorter.
     lease: Option<Duration>,
@@ -66,7 +66,9 @@ pub struct Call<P = ReleaseErrors> {
     /// The version written into records and required of replayed ones.
     version: u32,
     policy: P,
-    refused: Option<Error>,
+    /// Boxed: refusals are rare, and an `Error` inline would enlarge every
+    /// call and every future that holds it.
+    refused: Option<Box<Error>>,
     /// The bounded `scope` label of this call's metrics.
     site: &'static CallSite,
 }
@@ -82,11 +84,11 @@ impl Call {
         key: &K,
     ) -> Self {
         let (record_key, filled) = RecordKey::checked(scope, key);
-        let refused = (!filled).then(|| Error::InvalidKey("the key is empty".into()));
+        let refused = (!filled).then(|| Box::new(Error::InvalidKey("the key is empty".into())));
         Call {
             idem,
             key: record_key,
-            scope: key::describe(scope),
+            scope: ScopeText::of(scope),
             ttl: DEFAULT_TTL,
             lease: None,
             wait: Duration::ZERO,
@@ -239,8 +241,7 @@ impl<P> Call<P> {
     {
         let target = Arc::clone(&self.idem.inner);
         let span = self.span();
-        self.protocol(target, body, recorded(&span))
-            .instrument(span)
+        self.protocol(target, body, span.clone()).instrument(span)
     }
 
     /// As [`execute`](Call::execute), on a borrowed store.
@@ -257,30 +258,40 @@ impl<P> Call<P> {
         Fut: Future<Output = Result<T, E>>,
     {
         let span = self.span();
-        self.protocol(store, body, recorded(&span)).instrument(span)
+        self.protocol(store, body, span.clone()).instrument(span)
     }
 
     /// The call's span: scope, short key hash, and (once known) outcome and
-    /// whether it was replayed. With no subscriber listening at INFO this
-    /// is a disabled span: no field is formatted.
+    /// whether it was replayed; `Span::none()` when neither a subscriber
+    /// nor a `log` logger would see it (see `heard`), so that the call
+    /// builds no span and entering it on every poll costs a branch.
     fn span(&self) -> tracing::Span {
-        tracing::info_span!(
+        if !may_be_heard() {
+            return tracing::Span::none();
+        }
+        let span = tracing::info_span!(
             "idem.call",
             scope = %self.scope,
             key = %self.key.short(),
             outcome = tracing::field::Empty,
             replayed = tracing::field::Empty,
-        )
+        );
+        if heard(&span) {
+            span
+        } else {
+            tracing::Span::none()
+        }
     }
 
     /// The protocol: claim, run, settle (complete or release), or replay.
     /// Each end is counted by outcome and recorded in `span`.
-    async fn protocol<G, T, E, F, Fut>(
+    #[expect(clippy::manual_async_fn, reason = "an async fn doubles its arguments")]
+    fn protocol<G, T, E, F, Fut>(
         mut self,
         target: G,
         body: F,
         span: tracing::Span,
-    ) -> Ran<T, E>
+    ) -> impl Future<Output = Ran<T, E>>
     where
         G: Target,
         T: Serialize + DeserializeOwned,
@@ -288,54 +299,67 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        if let Some(err) = self
-            .refused
-            .take()
-            .or_else(|| self.checked_settings().err())
-        {
-            return self.ended(&span, Observed::Invalid, Err(Failed::Idem(err)));
+        // An async block, not an async fn: an async fn keeps a second copy
+        // of its arguments (the call, the span) for the whole call.
+        async move {
+            if let Some(err) =
+                (self.refused.take().map(|err| *err)).or_else(|| self.checked_settings().err())
+            {
+                return self.ended(&span, Observed::Invalid, Err(Failed::Idem(err)));
+            }
+            let (store, cache, on_drop) = (target.store(), target.cache(), target.owned());
+            if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
+                return self.replayed(&hit.fingerprint, &hit.record, &span);
+            }
+            let claim = Claim {
+                token: Token::random(),
+                fingerprint: self.fingerprint,
+                lease: self.effective_lease(),
+                site: self.site.name(),
+            };
+            let finished = match self
+                .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
+                .await
+            {
+                Ok(finished) => finished,
+                Err(ended) => return ended,
+            };
+            let mut guard = ClaimGuard::new(store, on_drop, self.key, claim.token, self.site);
+            if !crate::step::steps_match(&finished, &self.fingerprint) {
+                guard.release().await;
+                return self.ended(
+                    &span,
+                    Observed::Mismatch,
+                    Err(Failed::Idem(self.mismatch())),
+                );
+            }
+            let result = self.run_body(&guard, &claim, finished, body).await;
+            self.settle(&mut guard, cache, result, &span).await
         }
-        let (store, cache, on_drop) = (target.store(), target.cache(), target.owned());
-        if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
-            return self.replayed(&hit.fingerprint, &hit.record, &span);
-        }
-        let claim = Claim {
-            token: Token::random(),
-            fingerprint: self.fingerprint,
-            lease: self.effective_lease(),
-            site: self.site.name(),
-        };
-        let finished = match self
-            .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
-            .await
-        {
-            Ok(finished) => finished,
-            Err(ended) => return ended,
-        };
-        let mut guard = ClaimGuard::new(store, on_drop, self.key, claim.token, self.site);
-        if !crate::step::steps_match(&finished, &self.fingerprint) {
-            guard.release().await;
-            return self.ended(
-                &span,
-                Observed::Mismatch,
-                Err(Failed::Idem(self.mismatch())),
-            );
-        }
-        let result = self.run_body(&guard, &claim, finished, body).await;
-        self.settle(guard, cache, result, &span).await
     }
 }
 
-/// The span the protocol records the call's outcome in: the call's own
-/// when a subscriber listens to it or a `log` logger would print the record
-/// (tracing's `log` feature logs records of disabled spans), otherwise
-/// `Span::none()`, which skips a record altogether.
-fn recorded(span: &tracing::Span) -> tracing::Span {
-    if !span.is_disabled() || log::log_enabled!(target: module_path!(), log::Level::Info) {
-        span.clone()
-    } else {
-        tracing::Span::none()
-    }
+/// Whether anyone sees the call's span: a subscriber listening to it, or a
+/// `log` logger printing its records (tracing's `log` feature logs the
+/// fields of disabled spans) or its enters and exits.
+fn heard(span: &tracing::Span) -> bool {
+    !span.is_disabled() || logged()
+}
+
+/// Whether a `log` logger prints the span's records or its enters and
+/// exits (tracing logs those under `tracing::span::active`).
+fn logged() -> bool {
+    log::log_enabled!(target: module_path!(), log::Level::Info)
+        || log::log_enabled!(target: "tracing::span::active", log::Level::Trace)
+}
+
+/// Whether the span could be heard at all: `info_span!` itself first
+/// checks the level filter, and without a subscriber at INFO or a logger
+/// building the span would only make a disabled span nobody reads.
+fn may_be_heard() -> bool {
+    use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
+    let info = LevelFilter::INFO;
+    (STATIC_MAX_LEVEL >= info && LevelFilter::current() >= info) || logged()
 }
 
 /// Where a call's protocol runs: the handle's own store (with its local

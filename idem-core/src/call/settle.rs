@@ -15,68 +15,75 @@ impl<P> Call<P> {
     /// Settles the key after the body ran: completes it with the result's
     /// record (or a not-stored marker), or releases it for a released
     /// error.
-    pub(super) async fn settle<S, T, E>(
-        self,
-        mut guard: ClaimGuard<'_, S>,
+    #[expect(clippy::manual_async_fn, reason = "an async fn doubles its arguments")]
+    pub(super) fn settle<S, T, E>(
+        // `&mut`, not by value: the call stays in the protocol's future
+        // instead of being copied into this one.
+        &mut self,
+        guard: &mut ClaimGuard<'_, S>,
         cache: Option<&LocalCache>,
         result: Result<T, E>,
         span: &tracing::Span,
-    ) -> Ran<T, E>
+    ) -> impl Future<Output = Ran<T, E>>
     where
         S: Store + ?Sized,
         T: Serialize,
         P: ErrorPolicy<E>,
     {
-        let limit = self.idem.inner.max_record_bytes;
-        let record = match &result {
-            Ok(value) => record::encode(Outcome::Ok, value, limit),
-            Err(err) => match self.policy.record(err, limit) {
-                Some(record) => record,
-                None => {
-                    guard.release().await;
-                    let result = result.map_err(|error| Failed::Body {
-                        error,
-                        stored: false,
-                    });
+        // An async block: an async fn would keep a second copy of the
+        // result.
+        async move {
+            let limit = self.idem.inner.max_record_bytes;
+            let record = match &result {
+                Ok(value) => record::encode(Outcome::Ok, value, limit),
+                Err(err) => match self.policy.record(err, limit) {
+                    Some(record) => record,
+                    None => {
+                        guard.release().await;
+                        let result = result.map_err(|error| Failed::Body {
+                            error,
+                            stored: false,
+                        });
+                        return self.ended(span, Observed::Ran, result);
+                    }
+                },
+            };
+            let result = result.map_err(|error| Failed::Body {
+                error,
+                stored: true,
+            });
+            let record = self.versioned(record);
+            guard.disarm();
+            let sent = Instant::now();
+            let answer = guard
+                .store
+                .complete(&self.key, guard.token, &record, self.ttl)
+                .await;
+            self.site.store_step(Step::Complete, sent);
+            let (outcome, err) = match answer {
+                Ok(Fence::Held) => {
+                    if let Some(cache) = cache {
+                        cache.put(self.key, self.fingerprint, record.into(), sent + self.ttl);
+                    }
                     return self.ended(span, Observed::Ran, result);
                 }
-            },
-        };
-        let result = result.map_err(|error| Failed::Body {
-            error,
-            stored: true,
-        });
-        let record = self.versioned(record);
-        guard.disarm();
-        let sent = Instant::now();
-        let answer = guard
-            .store
-            .complete(&self.key, guard.token, &record, self.ttl)
-            .await;
-        self.site.store_step(Step::Complete, sent.elapsed());
-        let (outcome, err) = match answer {
-            Ok(Fence::Held) => {
-                if let Some(cache) = cache {
-                    cache.put(self.key, self.fingerprint, record.into(), sent + self.ttl);
+                Ok(lost) => {
+                    let taken_over = lost == Fence::Lost;
+                    tracing::warn!(scope = %self.scope, key = %self.key.short(), taken_over, "idem: lease lost; result not stored");
+                    let err = Error::LeaseLost {
+                        key: self.key.short(),
+                        taken_over,
+                        scope: self.scope.to_string(),
+                    };
+                    (Observed::LeaseLost, err)
                 }
-                return self.ended(span, Observed::Ran, result);
-            }
-            Ok(lost) => {
-                let taken_over = lost == Fence::Lost;
-                tracing::warn!(scope = %self.scope, key = %self.key.short(), taken_over, "idem: lease lost; result not stored");
-                let err = Error::LeaseLost {
-                    key: self.key.short(),
-                    taken_over,
-                    scope: self.scope.clone(),
-                };
-                (Observed::LeaseLost, err)
-            }
-            Err(err) => {
-                tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: completion failed; the claim stays until its lease ends");
-                (Observed::StoreError, Error::Store(err))
-            }
-        };
-        self.ended(span, outcome, Err(Failed::Idem(err)))
+                Err(err) => {
+                    tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: completion failed; the claim stays until its lease ends");
+                    (Observed::StoreError, Error::Store(err))
+                }
+            };
+            self.ended(span, outcome, Err(Failed::Idem(err)))
+        }
     }
 
     /// The record with this call's version; an unstorable result still

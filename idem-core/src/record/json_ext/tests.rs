@@ -390,3 +390,20 @@ fn both_decoding_paths_agree() {
     assert!(from_slice::<(Shape, String)>(escaped.as_bytes()).is_err());
     assert!(from_slice::<Shape>(&plain.as_bytes()[..plain.len() - 1]).is_err());
 }
+
+#[test]
+fn dollars_are_found_anywhere() {
+    for len in 0..40 {
+        let plain = vec![b'7'; len];
+        assert!(!super::has_dollar(&plain), "{len}");
+        for at in 0..len {
+            let mut marked = plain.clone();
+            marked[at] = b'$';
+            assert!(super::has_dollar(&marked), "{len} {at}");
+        }
+    }
+    // Bytes next to `$` (0x24) and with the high bit set are not `$`.
+    assert!(!super::has_dollar(&[
+        0xA4, 0x23, 0x25, 0xFF, 0, 1, 0x25, 0xA4, 9
+    ]));
+}
