@@ -24,6 +24,9 @@
 //! key whose body awaits once, so the runtime's other tasks run between
 //! calls) and `memory-yield-64` (the same from 64 tasks at once).
 
+#[path = "shared/redis_keys.rs"]
+mod redis_keys;
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -205,34 +208,7 @@ async fn redis(kind: &str, n: u64) {
             }
         }
     }
-    remove_prefixed(&mut conn, &prefix).await;
-}
-
-/// Unlinks every key under `prefix`.
-async fn remove_prefixed(conn: &mut redis::aio::ConnectionManager, prefix: &str) {
-    let mut cursor = 0u64;
-    loop {
-        let (next, found): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}*"))
-            .arg("COUNT")
-            .arg(1_000)
-            .query_async(conn)
-            .await
-            .expect("SCAN");
-        if !found.is_empty() {
-            let _: () = redis::cmd("UNLINK")
-                .arg(&found)
-                .query_async(conn)
-                .await
-                .expect("UNLINK");
-        }
-        if next == 0 {
-            return;
-        }
-        cursor = next;
-    }
+    redis_keys::unlink_prefixed(&mut conn, &prefix).await;
 }
 
 fn main() {

@@ -25,6 +25,9 @@ mod peer;
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "redis")]
+#[path = "../shared/redis_keys.rs"]
+mod redis_keys;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 

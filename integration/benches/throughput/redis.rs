@@ -249,34 +249,11 @@ pub(crate) async fn run(report: &mut Report) {
         ));
     }
 
-    // Leave nothing behind: SCAN in steps (a KEYS over a large database
-    // would outlast the response timeout), on a connection without one.
+    // Leave nothing behind, on a connection without a response timeout.
     let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
     let mut conn = client
         .get_multiplexed_async_connection_with_config(&config)
         .await
         .unwrap();
-    let mut cursor = 0u64;
-    loop {
-        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}*"))
-            .arg("COUNT")
-            .arg(10_000)
-            .query_async(&mut conn)
-            .await
-            .expect("SCAN the bench's keys");
-        if !keys.is_empty() {
-            let _: usize = redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async(&mut conn)
-                .await
-                .expect("UNLINK the bench's keys");
-        }
-        if next == 0 {
-            break;
-        }
-        cursor = next;
-    }
+    crate::redis_keys::unlink_prefixed(&mut conn, &prefix).await;
 }
