@@ -42,9 +42,9 @@ impl RedisStore {
         let redis_key = self.redis_key(key);
         let steps_key = self.steps_key(key);
         let mut pipe = redis::Pipeline::with_capacity(4);
-        pipe.add_command(command(&[b"PTTL", &redis_key]))
+        pipe.add_command(command([b"PTTL".as_slice(), &redis_key]))
             .add_command(set_nx_get(&redis_key, claim, unix_now())?)
-            .add_command(command(&[b"HGETALL", &steps_key]));
+            .add_command(command([b"HGETALL".as_slice(), &steps_key]));
         if let Some(replicas) = &self.replicas {
             replicas.append(&mut pipe);
             let (pttl, held, saved, acks): (i64, Option<Vec<u8>>, redis::Value, u32) =

@@ -126,10 +126,11 @@ impl RedisStore {
 
 /// A command of `args`, in buffers of their size (a command grown one
 /// argument at a time reallocates as it goes).
-pub(super) fn command(args: &[&[u8]]) -> Cmd {
-    let mut cmd = Cmd::with_capacity(args.len(), args.iter().map(|arg| arg.len()).sum());
+pub(super) fn command<'a>(args: impl IntoIterator<Item = &'a [u8], IntoIter: Clone>) -> Cmd {
+    let args = args.into_iter();
+    let mut cmd = Cmd::with_capacity(args.clone().count(), args.clone().map(<[u8]>::len).sum());
     for arg in args {
-        cmd.arg(*arg);
+        cmd.arg(arg);
     }
     cmd
 }
@@ -142,12 +143,7 @@ fn evalsha(script: &Script, keys: &[&[u8]], args: &[&[u8]]) -> Cmd {
     let mut digits = itoa::Buffer::new();
     let count = digits.format(keys.len()).as_bytes();
     let head: [&[u8]; 3] = [b"EVALSHA", hash, count];
-    let parts = || head.iter().chain(keys).chain(args);
-    let mut cmd = Cmd::with_capacity(parts().count(), parts().map(|part| part.len()).sum());
-    for part in parts() {
-        cmd.arg(*part);
-    }
-    cmd
+    command(head.iter().chain(keys).chain(args).copied())
 }
 
 /// Sends an `EVALSHA`; when the server's script cache lacks the script
@@ -184,7 +180,7 @@ mod tests {
     fn commands_are_sent_as_grown_ones_would_be() {
         let mut grown = redis::cmd("HGETALL");
         grown.arg(b"idem:s{7}key");
-        let built = command(&[b"HGETALL", b"idem:s{7}key"]);
+        let built = command([b"HGETALL".as_slice(), b"idem:s{7}key"]);
         assert_eq!(built.get_packed_command(), grown.get_packed_command());
     }
 

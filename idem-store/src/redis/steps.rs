@@ -48,27 +48,18 @@ fn steps_key(prefix: &[u8], prefix_crc: Option<slot::PrefixCrc>, key: &RecordKey
     let hashed = key.as_bytes().as_slice();
     let slot = match prefix_crc {
         Some(crc) => slot::of_prefixed(crc, hashed),
-        None => slot::of(&concat(&[prefix, hashed])),
+        None => slot::of(&<[&[u8]]>::concat(&[prefix, hashed])),
     };
     let tag = slot::tag(slot);
-    let tagged = concat(&[prefix, b"s{", tag, b"}", hashed]);
+    let tagged = <[&[u8]]>::concat(&[prefix, b"s{", tag, b"}", hashed]);
     if prefix_crc.is_some() || slot::of(&tagged) == slot {
         return tagged;
     }
-    let plain = concat(&[prefix, b"s:", hashed]);
+    let plain = <[&[u8]]>::concat(&[prefix, b"s:", hashed]);
     if slot::of(&plain) == slot {
         return plain;
     }
-    concat(&[b"{", tag, b"}", prefix, b"s:", hashed])
-}
-
-/// `parts` one after the other, in one allocation.
-fn concat(parts: &[&[u8]]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(parts.iter().map(|part| part.len()).sum());
-    for part in parts {
-        out.extend_from_slice(part);
-    }
-    out
+    <[&[u8]]>::concat(&[b"{", tag, b"}", prefix, b"s:", hashed])
 }
 
 /// The `HGETALL` answer of a won claim, as steps. Most won claims find
