@@ -52,6 +52,8 @@
 //!   for a [`KeyPart`] of your own.
 //! - [`http`] (`axum`): a tower layer for whole HTTP endpoints, and an
 //!   extractor; [`queue`]: what a queue consumer tells its broker.
+//! - [`client`] (`client`): the other side of HTTP, a reqwest middleware
+//!   that keeps one key per logical request across its retries.
 //!
 //! # Errors
 //!
@@ -127,6 +129,10 @@ pub use idem_store::SqliteStore;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
+
+#[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+pub mod client;
 
 #[doc(hidden)]
 pub use idem_core::__private;

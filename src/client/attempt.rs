@@ -1,0 +1,63 @@
+//! The `idem.client.attempt` span of each attempt, and the one event that
+//! says how it ended and what comes next.
+
+use std::time::Duration;
+
+use reqwest::{Request, Response};
+use tracing::field::Empty;
+
+use crate::client::retry::Retry;
+
+/// What follows an attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Then {
+    /// Its outcome is the caller's answer: not a retried one.
+    Answer,
+    /// Another attempt after `wait`.
+    Retry(Retry, Duration),
+    /// A retried outcome handed to the caller all the same, because of
+    /// what the `&str` says.
+    GiveUp(Retry, &'static str),
+}
+
+/// The span of attempt `attempt` of the request whose key hashes to
+/// `key_hash`.
+pub(crate) fn span(key_hash: &str, attempt: u32, request: &Request) -> tracing::Span {
+    tracing::info_span!(
+        "idem.client.attempt",
+        key_hash = %key_hash,
+        attempt,
+        method = %request.method(),
+        status = Empty,
+        error = Empty,
+        retry = Empty,
+    )
+}
+
+/// Records the attempt's outcome and what follows in its span, and says it
+/// in one event.
+pub(crate) fn ended(
+    span: &tracing::Span,
+    outcome: &reqwest_middleware::Result<Response>,
+    then: Then,
+) {
+    match outcome {
+        Ok(response) => span.record("status", response.status().as_u16()),
+        Err(err) => span.record("error", tracing::field::display(err)),
+    };
+    match then {
+        Then::Answer => tracing::debug!(parent: span, "answered"),
+        Then::Retry(retry, wait) => {
+            span.record("retry", tracing::field::display(retry.reason));
+            tracing::debug!(
+                parent: span,
+                reason = %retry.reason,
+                wait_ms = wait.as_millis() as u64,
+                "retrying"
+            );
+        }
+        Then::GiveUp(retry, why) => {
+            tracing::debug!(parent: span, reason = %retry.reason, why, "not retried");
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! How long to wait between attempts: exponential backoff with jitter, or
+//! the server's `Retry-After` (capped) with a little jitter of its own.
+
+use std::time::Duration;
+
+/// The backoff's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Backoff {
+    /// The ceiling of the first wait; each retry doubles it.
+    pub(crate) first: Duration,
+    /// The largest ceiling.
+    pub(crate) max: Duration,
+}
+
+impl Backoff {
+    /// The wait before retry number `retry` (0 for the first retry): a
+    /// random point in the upper half of `first · 2^retry` (at most
+    /// `max`), so clients that failed together do not retry together and
+    /// no wait is near zero.
+    pub(crate) fn delay(&self, retry: u32) -> Duration {
+        let ceiling = self
+            .first
+            .saturating_mul(2u32.saturating_pow(retry))
+            .min(self.max);
+        ceiling / 2 + jitter(ceiling / 2)
+    }
+
+    /// The wait a `Retry-After` asked for, at most `cap`, plus up to one
+    /// first backoff of jitter: every client told "1 s" does not come back
+    /// in the same millisecond.
+    pub(crate) fn after(&self, asked: Duration, cap: Duration) -> Duration {
+        asked.min(cap) + jitter(self.first)
+    }
+}
+
+/// A random duration in `[0, up_to]`.
+fn jitter(up_to: Duration) -> Duration {
+    up_to.mul_f64(rand::random::<f64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_double_within_their_jitter_up_to_the_max() {
+        let backoff = Backoff {
+            first: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        };
+        for _ in 0..200 {
+            let first = backoff.delay(0);
+            assert!((Duration::from_millis(50)..=Duration::from_millis(100)).contains(&first));
+            let third = backoff.delay(2);
+            assert!((Duration::from_millis(200)..=Duration::from_millis(400)).contains(&third));
+            let late = backoff.delay(40);
+            assert!((Duration::from_millis(500)..=Duration::from_secs(1)).contains(&late));
+            let told = backoff.after(Duration::from_secs(60), Duration::from_secs(5));
+            assert!((Duration::from_secs(5)..=Duration::from_millis(5100)).contains(&told));
+        }
+    }
+}
