@@ -49,12 +49,7 @@ pub(crate) fn ended(
         Then::Answer => tracing::debug!(parent: span, "answered"),
         Then::Retry(retry, wait) => {
             span.record("retry", tracing::field::display(retry.reason));
-            tracing::debug!(
-                parent: span,
-                reason = %retry.reason,
-                wait_ms = wait.as_millis() as u64,
-                "retrying"
-            );
+            tracing::debug!(parent: span, wait_ms = wait.as_millis() as u64, "retrying");
         }
         Then::GiveUp(retry, why) => {
             tracing::debug!(parent: span, reason = %retry.reason, why, "not retried");

@@ -38,5 +38,8 @@ pub(crate) fn header_value(key: &str) -> HeaderValue {
 /// follow one logical request's attempts in logs, nothing of the key.
 pub(crate) fn key_hash(value: &HeaderValue) -> String {
     let digest = Sha256::digest(value.as_bytes());
-    digest[..4].iter().map(|byte| format!("{byte:02x}")).collect()
+    digest[..4]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
