@@ -31,6 +31,7 @@ async fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "idem::client=debug,lossy_proxy=info".into()),
         )
         .with_target(false)
+        .without_time()
         .init();
 
     // The server: the payments app on a free loopback port, its card

@@ -1,6 +1,8 @@
 //! The `idem.client.attempt` span of each attempt, and the one event that
 //! says how it ended and what comes next.
 
+use std::error::Error as _;
+use std::fmt;
 use std::time::Duration;
 
 use reqwest::{Request, Response};
@@ -43,7 +45,7 @@ pub(crate) fn ended(
 ) {
     match outcome {
         Ok(response) => span.record("status", response.status().as_u16()),
-        Err(err) => span.record("error", tracing::field::display(err)),
+        Err(err) => span.record("error", tracing::field::display(Chain(err))),
     };
     match then {
         Then::Answer => tracing::debug!(parent: span, "answered"),
@@ -54,5 +56,21 @@ pub(crate) fn ended(
         Then::GiveUp(retry, why) => {
             tracing::debug!(parent: span, reason = %retry.reason, why, "not retried");
         }
+    }
+}
+
+/// An error with its sources, `: `-separated: reqwest's own message
+/// ("error sending request") says little without them.
+struct Chain<'a>(&'a reqwest_middleware::Error);
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(err) = source {
+            write!(f, ": {err}")?;
+            source = err.source();
+        }
+        Ok(())
     }
 }
