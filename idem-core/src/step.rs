@@ -12,8 +12,11 @@ use crate::record::{self, Outcome};
 use crate::{Error, Fence, Fingerprint, RecordKey};
 
 tokio::task_local! {
-    /// Set while a step's body runs: a step inside it is refused.
-    static IN_STEP: ();
+    /// The key of the call whose step's body is running. A step of that
+    /// same call inside it is refused; another call started inside it has
+    /// its own key (and context), so its steps run: library functions
+    /// that use steps compose.
+    static IN_STEP: RecordKey;
 }
 
 /// The identity of one step within its call, hashed from its name.
@@ -51,7 +54,10 @@ impl std::fmt::Debug for StepId {
 }
 
 const OUTSIDE: &str = "called outside a running idempotent body (`#[idempotent]` or `Call::run`)";
-const NESTED: &str = "called inside another step; steps do not nest";
+const NESTED: &str = "called inside another step of the same call; steps do not nest (a separate idempotent call inside a step may use steps of its own)";
+const NO_ROOM: &str = "the handle's `max_record_bytes` is smaller than the smallest record of the step's type, so its value could never be saved";
+/// The most of a codec error's text kept in a step's not-stored marker.
+const REASON_BYTES: usize = 512;
 const TWICE: &str = "its name was already used by a finished or running step of this call; give each step its own name (e.g. `(\"line\", i)` in a loop)";
 pub(crate) const BORROWED: &str = "the call runs on a borrowed store (`Call::run_on`), which cannot record steps: a step saved inside the caller's transaction would roll back with it";
 pub(crate) const UNSUPPORTED: &str = "the call's store does not record steps (`Store::records_steps` is false): a transactional store, whose saved steps would roll back with its transaction, or one without `Store::save_step`";
@@ -118,11 +124,14 @@ where
         }
         .into())
     };
-    if IN_STEP.try_with(|_| ()).is_ok() {
-        return refuse(NESTED);
-    }
     let entered = context::with_running(|running| {
+        if IN_STEP.try_with(|outer| *outer == running.key) == Ok(true) {
+            return Err(NESTED);
+        }
         let call = running.steps.as_ref().map_err(|reason| *reason)?;
+        if !record::has_room::<T>(call.limit) {
+            return Err(NO_ROOM);
+        }
         enter(call, id).map(|stored| (running.key, call.prepared(), stored))
     });
     let (key, call, stored) = match entered {
@@ -134,12 +143,18 @@ where
     if let Some(stored) = stored {
         guard.done = true;
         tracing::debug!(scope = %call.scope, key = %key.short(), step = %key::describe(&name), "idem: step replayed");
-        return replay(&stored, call.version).map_err(|err| Error::Codec(err).into());
+        return replay(&stored, call.version, || key::describe(&name))
+            .map_err(|err| Error::Codec(err).into());
     }
-    let value = IN_STEP.scope((), body()).await?;
-    let bytes = match encoded(&value, &call) {
-        Ok(bytes) => bytes,
-        Err(err) => return Err(Error::Codec(err).into()),
+    let value = IN_STEP.scope(key, body()).await?;
+    // A value that cannot be saved still settles the step, with a marker:
+    // its effect happened, so a retry must not run it again.
+    let (bytes, unsaved) = match encoded(&value, &call) {
+        Ok(bytes) => (bytes, None),
+        Err(err) => {
+            let reason = bounded(err.to_string());
+            (marker(&reason, &call), Some(reason))
+        }
     };
     match call
         .store
@@ -148,8 +163,13 @@ where
     {
         Ok(Fence::Held) => {
             guard.done = true;
-            tracing::debug!(scope = %call.scope, key = %key.short(), step = %key::describe(&name), "idem: step saved");
-            Ok(value)
+            let step = key::describe(&name);
+            let Some(reason) = unsaved else {
+                tracing::debug!(scope = %call.scope, key = %key.short(), %step, "idem: step saved");
+                return Ok(value);
+            };
+            tracing::warn!(scope = %call.scope, key = %key.short(), %step, %reason, "idem: step's value cannot be saved; it is settled as not stored, and this call's attempts fail at it until its steps expire");
+            Err(Error::Codec(crate::CodecError::StepNotStored { step, reason }).into())
         }
         Ok(lost) => {
             let taken_over = lost == Fence::Lost;
@@ -215,11 +235,47 @@ fn encoded<T: Serialize>(value: &T, call: &Prepared) -> Result<Vec<u8>, crate::C
     Ok(bytes)
 }
 
-fn replay<T: DeserializeOwned>(bytes: &[u8], version: u32) -> Result<T, crate::CodecError> {
+/// The marker that settles a step whose value could not be saved: the
+/// call's fingerprint, then a not-stored record, so stores keep it as any
+/// step's bytes.
+fn marker(reason: &str, call: &Prepared) -> Vec<u8> {
+    let record = record::not_stored(reason);
+    let mut bytes = Vec::with_capacity(32 + record.len());
+    bytes.extend_from_slice(call.fingerprint.as_bytes());
+    bytes.extend_from_slice(&record);
+    bytes
+}
+
+/// `reason` cut to [`REASON_BYTES`] (on a char boundary): a value's own
+/// error text must not make the marker too large to save.
+fn bounded(mut reason: String) -> String {
+    if reason.len() > REASON_BYTES {
+        let mut end = REASON_BYTES;
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+        reason.push('…');
+    }
+    reason
+}
+
+/// A saved step's value, or the error its not-stored marker stands for.
+fn replay<T: DeserializeOwned>(
+    bytes: &[u8],
+    version: u32,
+    step: impl FnOnce() -> String,
+) -> Result<T, crate::CodecError> {
     let record = bytes.get(32..).ok_or(crate::CodecError::Corrupt(
         "step value shorter than its header",
     ))?;
     let parsed = record::parse(record)?;
+    if parsed.outcome == Outcome::NotStored {
+        return Err(crate::CodecError::StepNotStored {
+            step: step(),
+            reason: parsed.not_stored_reason(),
+        });
+    }
     parsed.check_version(version)?;
     parsed.decode()
 }
