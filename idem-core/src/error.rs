@@ -74,10 +74,11 @@ pub enum Error {
     #[error("invalid setting: {0}")]
     InvalidOption(String),
     /// `idem::step` was used where it cannot work: outside a running
-    /// idempotent body, inside another step, under a name a finished or
-    /// running step of the same call already used, or in a call whose store
-    /// cannot keep steps (a borrowed one, `Call::run_on`, or a transaction's
-    /// handle). Refused before the step's body runs.
+    /// idempotent body, inside another step of the same call, under a name
+    /// a finished or running step of the same call already used, for a
+    /// value type whose smallest record exceeds `max_record_bytes`, or in a
+    /// call whose store cannot keep steps (a borrowed one, `Call::run_on`,
+    /// or a transaction's handle). Refused before the step's body runs.
     #[error("idem::step `{step}` refused: {reason}")]
     InvalidStep {
         /// The step's name, as written.

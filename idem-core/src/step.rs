@@ -77,10 +77,26 @@ pub(crate) const UNSUPPORTED: &str = "the call's store does not record steps (`S
 /// was in flight when its process died sends a downstream API the same key
 /// again when it reruns.
 ///
+/// A value that cannot be saved (its record is larger than the handle's
+/// `max_record_bytes`, or its `Serialize` fails) still settles the step,
+/// as an unstorable result settles a whole call: a not-stored marker is
+/// saved in its place, and this attempt and every retry of the call get
+/// `Error::Codec(`[`CodecError::StepNotStored`](crate::CodecError::StepNotStored)`)` at that step
+/// without running `body` again, until the call's steps expire with its
+/// `ttl` (or the key is forgotten). The value's size and `Serialize` are
+/// only known once `body` made it; what can be known before (a limit too
+/// small for any record of `T`) is refused before `body` runs.
+///
+/// Steps compose across calls: a function that makes an idempotent call of
+/// its own, with steps of its own, may run inside a step of another call
+/// (its call has its own key, context and steps). Within one call, a step
+/// inside a step is refused.
+///
 /// `Err(Error::InvalidStep)` (converted into `E`), before `body` runs, never
-/// a panic: outside an idempotent body, inside another step, for a name
-/// already used by a finished step of this call, or in a call whose store
-/// cannot keep steps (`Call::run_on`, a transaction's handle: see
+/// a panic: outside an idempotent body, inside another step of the same
+/// call, for a name already used by a finished step of this call, for a
+/// `T` whose smallest record exceeds `max_record_bytes`, or in a call whose
+/// store cannot keep steps (`Call::run_on`, a transaction's handle: see
 /// [`Store::records_steps`](crate::Store::records_steps)).
 /// A store failure while saving is `Error::Store`; a claim lost to another
 /// caller is `Error::LeaseLost`.
@@ -106,6 +122,31 @@ pub(crate) const UNSUPPORTED: &str = "the call's store does not record steps (`S
 /// let receipt: u32 = idem.call("orders", "o-1").run(order).await.unwrap();
 /// assert_eq!(receipt, 100); // the charge was replayed, not run again
 /// assert_eq!(charges.load(SeqCst), 1);
+/// # }
+/// ```
+///
+/// A value too large to save runs once; the call fails at it every time:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+/// use idem::{CodecError, Error};
+/// let store = idem::MemoryStore::new();
+/// let idem = idem::Idempotency::builder(store).max_record_bytes(1024).build();
+/// let renders = AtomicU32::new(0);
+/// let order = || async {
+///     let _page: String = idem::step("render", || async {
+///         renders.fetch_add(1, SeqCst);
+///         Ok::<_, Error>("x".repeat(4096))
+///     })
+///     .await?;
+///     Ok::<_, Error>(())
+/// };
+/// for _ in 0..2 {
+///     let err = idem.call("orders", "o-2").run(order).await.unwrap_err();
+///     assert!(matches!(err, Error::Codec(CodecError::StepNotStored { .. })));
+/// }
+/// assert_eq!(renders.load(SeqCst), 1);
 /// # }
 /// ```
 pub async fn step<N, T, E, F, Fut>(name: N, body: F) -> Result<T, E>

@@ -31,7 +31,7 @@ pub async fn a_call_with_steps_runs_inside_another_calls_step(idem: Idempotency)
                 // Back in the outer call's step: a step of that call still does not nest.
                 let nested: Result<u8, Error> = idem::step("inner", || async { Ok(1) }).await;
                 assert!(
-                    matches!(nested, Err(Error::InvalidStep { ref reason, .. }) if reason.contains("nest")),
+                    matches!(nested, Err(Error::InvalidStep { reason, .. }) if reason.contains("nest")),
                     "{nested:?}"
                 );
                 Ok::<_, Error>(receipt)

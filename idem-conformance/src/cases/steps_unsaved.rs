@@ -28,7 +28,7 @@ pub async fn unsaveable_step_values_settle_the_step(idem: Idempotency) {
         .run(|| async { idem::step("tiny", || async { Ok::<_, Error>(runs.bump() as u8) }).await })
         .await;
     assert!(
-        matches!(never, Err(Error::InvalidStep { ref reason, .. }) if reason.contains("max_record_bytes")),
+        matches!(never, Err(Error::InvalidStep { reason, .. }) if reason.contains("max_record_bytes")),
         "{never:?}"
     );
     assert_eq!(
