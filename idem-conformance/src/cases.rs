@@ -10,6 +10,8 @@ mod keys;
 mod leases;
 mod serde_forms;
 mod steps;
+mod steps_nested;
+mod steps_unsaved;
 mod store;
 mod values;
 
@@ -34,6 +36,8 @@ pub use steps::{
     steps_in_a_loop_resume_at_the_first_unfinished_line, steps_of_another_payload_are_refused,
     steps_resume_after_a_failed_middle_step, steps_under_concurrent_duplicates_run_once,
 };
+pub use steps_nested::a_call_with_steps_runs_inside_another_calls_step;
+pub use steps_unsaved::unsaveable_step_values_settle_the_step;
 pub use store::{
     fencing_at_the_store, forget_removes_completed_and_in_progress_records,
     in_progress_reports_retry_after, release_lets_the_next_caller_in,

@@ -85,6 +85,8 @@ macro_rules! suite {
             a_call_dropped_mid_step_resumes_at_that_step,
             steps_under_concurrent_duplicates_run_once, steps_of_another_payload_are_refused,
             steps_expire_with_the_ttl, misused_steps_are_errors, step_fencing_at_the_store,
+            unsaveable_step_values_settle_the_step,
+            a_call_with_steps_runs_inside_another_calls_step,
             replays_values_json_cannot_carry, replays_every_serde_form,
             unencodable_value_settles_the_key,
             forget_removes_completed_and_in_progress_records,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{Claim, ClaimOutcome, Fence, Token};
+use idem::store::{Claim, ClaimOutcome, Fence, StepId, Token};
 use idem::{Error, Idempotency};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -211,5 +211,21 @@ impl idem::Store for SharedStore {
         lease: Duration,
     ) -> Result<Fence, idem::StoreError> {
         self.inner.renew(key, token, lease).await
+    }
+    async fn save_step(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        step: StepId,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, idem::StoreError> {
+        self.inner.save_step(key, token, step, value, ttl).await
+    }
+    fn records_steps(&self) -> bool {
+        self.inner.records_steps()
+    }
+    async fn forget(&self, key: &RecordKey) -> Result<(), idem::StoreError> {
+        self.inner.forget(key).await
     }
 }

@@ -74,10 +74,11 @@ pub enum Error {
     #[error("invalid setting: {0}")]
     InvalidOption(String),
     /// `idem::step` was used where it cannot work: outside a running
-    /// idempotent body, inside another step, under a name a finished or
-    /// running step of the same call already used, or in a call whose store
-    /// cannot keep steps (a borrowed one, `Call::run_on`, or a transaction's
-    /// handle). Refused before the step's body runs.
+    /// idempotent body, inside another step of the same call, under a name
+    /// a finished or running step of the same call already used, for a
+    /// value type whose smallest record exceeds `max_record_bytes`, or in a
+    /// call whose store cannot keep steps (a borrowed one, `Call::run_on`,
+    /// or a transaction's handle). Refused before the step's body runs.
     #[error("idem::step `{step}` refused: {reason}")]
     InvalidStep {
         /// The step's name, as written.
@@ -214,6 +215,22 @@ pub enum CodecError {
         "the first call ran, but its result could not be stored ({0}); it cannot be replayed, and the body will not run again for this key until the record expires"
     )]
     NotStored(String),
+    /// A step of the call ran, but its `Ok` value could not be saved (too
+    /// large for `max_record_bytes`, or its `Serialize` failed). The step
+    /// was settled with a not-stored marker instead, as a whole call is:
+    /// the attempt that ran it and every retry of the call get this error
+    /// at that step, and its body does not run again for the call's key
+    /// until the call's steps expire with its `ttl` (or the key is
+    /// forgotten).
+    #[error(
+        "step `{step}` ran, but its value could not be saved ({reason}); it cannot be replayed, and it will not run again for this call's key until the call's steps expire"
+    )]
+    StepNotStored {
+        /// The step's name, as written.
+        step: String,
+        /// Why its value could not be saved.
+        reason: String,
+    },
     /// serde_json failed to encode or decode the value.
     #[error("cannot {action} `{type_name}`: {source}")]
     Json {

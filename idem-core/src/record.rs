@@ -81,6 +81,13 @@ pub(crate) fn encode<T: Serialize>(
     Ok(out)
 }
 
+/// Whether `limit` leaves room for any record of `T` at all: its header
+/// and type name come before the value's first byte. A check that needs
+/// no value, so a step can make it before its effect.
+pub(crate) fn has_room<T: ?Sized>(limit: usize) -> bool {
+    HEADER + type_name::<T>().len() < limit
+}
+
 /// Writes the value's version into an encoded record (the error policies
 /// encode without knowing the call's version).
 pub(crate) fn set_version(record: &mut [u8], version: u32) {
@@ -162,7 +169,12 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
 impl Parsed<'_> {
     /// Why a `NotStored` record's result was not stored.
     pub(crate) fn not_stored(&self) -> CodecError {
-        CodecError::NotStored(String::from_utf8_lossy(self.payload).into_owned())
+        CodecError::NotStored(self.not_stored_reason())
+    }
+
+    /// The reason a `NotStored` record gives.
+    pub(crate) fn not_stored_reason(&self) -> String {
+        String::from_utf8_lossy(self.payload).into_owned()
     }
 
     pub(crate) fn decode<T: DeserializeOwned>(&self) -> Result<T, CodecError> {
@@ -299,5 +311,14 @@ mod tests {
     fn oversized_values_are_refused() {
         let err = encode(Outcome::Ok, &"x".repeat(100), 50).unwrap_err();
         assert!(matches!(err, CodecError::TooLarge { limit: 50, .. }));
+    }
+
+    #[test]
+    fn has_room_is_exactly_the_smallest_record() {
+        // `u8`: 7 header bytes, 2 of name, at least 1 of value.
+        assert!(!has_room::<u8>(9));
+        assert!(has_room::<u8>(10));
+        assert!(encode(Outcome::Ok, &7u8, 10).is_ok());
+        assert!(encode(Outcome::Ok, &7u8, 9).is_err());
     }
 }

@@ -257,6 +257,47 @@ async fn an_annotated_handlers_result_has_its_disposition() {
     }
 }
 
+/// A handler whose step's value cannot be saved: however often the broker
+/// delivers the message again, the step's effect is not repeated; every
+/// delivery fails at that step with `StepNotStored`.
+#[tokio::test]
+async fn redelivering_a_message_whose_step_cannot_be_saved_never_reruns_the_step() {
+    let idem = Idempotency::builder(MemoryStore::new())
+        .max_record_bytes(1024)
+        .build();
+    let charges = AtomicUsize::new(0);
+    for delivery in 1..=3 {
+        let call = idem.call("billing", "o-big");
+        let processed: Processed<(), Error> = process(call, || async {
+            let _receipt: String = idem::step("charge", || async {
+                charges.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Error>("x".repeat(4096))
+            })
+            .await?;
+            Ok(())
+        })
+        .await;
+        assert!(
+            matches!(
+                processed.result,
+                Err(Error::Codec(idem::CodecError::StepNotStored { .. }))
+            ),
+            "delivery {delivery}: {:?}",
+            processed.result
+        );
+    }
+    assert_eq!(charges.load(Ordering::SeqCst), 1, "the charge ran again");
+    // The handler's own `Result`, judged as idem's error, is poison.
+    let step_not_stored: Result<(), Error> = Err(Error::Codec(idem::CodecError::StepNotStored {
+        step: "charge".into(),
+        reason: "too large".into(),
+    }));
+    assert_eq!(
+        Disposition::of_result(&step_not_stored, |_| false),
+        Disposition::Reject
+    );
+}
+
 /// `Disposition::of` a call's `Reported` result: the call says itself
 /// whether the handler's error is stored, so no policy is passed again.
 #[tokio::test]
