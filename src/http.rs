@@ -126,6 +126,7 @@ mod request;
 mod run_times;
 mod scope;
 mod service;
+mod sites;
 mod stored;
 mod tee;
 

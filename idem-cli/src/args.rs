@@ -5,10 +5,21 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+/// What `--help` ends with: the exit codes scripts test.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  done
+  1  no such record (inspect; forget or inspect by a --record prefix that matches none)
+  2  bad arguments (no store, two stores, a malformed or ambiguous --record)
+  3  the store cannot be reached, failed, or holds no idem records (nothing is changed)";
+
 /// Operate idem's idempotency records: find stuck claims, inspect a key,
 /// let a key run again, purge expired records, count them.
+///
+/// The store options go before or after the command:
+/// `idem stats --sqlite app.db` and `idem --sqlite app.db stats` are the same.
 #[derive(Debug, Parser)]
-#[command(name = "idem", version, about, long_about = None)]
+#[command(name = "idem", version, about, after_help = EXIT_CODES)]
 pub(crate) struct Cli {
     #[command(flatten)]
     pub store: StoreArgs,
@@ -21,18 +32,37 @@ pub(crate) struct Cli {
     pub command: Command,
 }
 
-/// Exactly one store.
+/// The one store, given before or after the command. Not `required` in
+/// clap (global arguments cannot be): `stores::open` says when none is.
 #[derive(Debug, Args)]
-#[group(required = true, multiple = false)]
+#[group(multiple = false)]
 pub(crate) struct StoreArgs {
-    /// A Redis server, e.g. redis://127.0.0.1:6379
-    #[arg(long, value_name = "URL", env = "IDEM_REDIS_URL")]
+    /// A Redis server, e.g. redis://127.0.0.1:6379 (its password is never
+    /// printed; prefer the variable, which keeps it out of `ps`)
+    #[cfg(feature = "redis")]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "IDEM_REDIS_URL",
+        global = true,
+        hide_env_values = true
+    )]
     pub redis: Option<String>,
-    /// A PostgreSQL database, e.g. postgres://app@localhost/app
-    #[arg(long, value_name = "URL", env = "IDEM_POSTGRES_URL")]
+    /// A PostgreSQL database, e.g. postgres://app@localhost/app (its
+    /// password is never printed; prefer the variable)
+    #[cfg(feature = "postgres")]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "IDEM_POSTGRES_URL",
+        global = true,
+        hide_env_values = true
+    )]
     pub postgres: Option<String>,
-    /// A SQLite file written by `SqliteStore`.
-    #[arg(long, value_name = "PATH")]
+    /// A SQLite file written by `SqliteStore` (opened read-only where the
+    /// command only reads; never created or upgraded)
+    #[cfg(feature = "sqlite")]
+    #[arg(long, value_name = "PATH", global = true)]
     pub sqlite: Option<PathBuf>,
 }
 
@@ -40,28 +70,43 @@ pub(crate) struct StoreArgs {
 #[derive(Debug, Args)]
 pub(crate) struct StoreOptions {
     /// PostgreSQL schema of the records table.
+    #[cfg(feature = "postgres")]
     #[arg(long, default_value = "public", global = true)]
     pub schema: String,
     /// PostgreSQL records table.
+    #[cfg(feature = "postgres")]
     #[arg(long, default_value = "idem_records", global = true)]
     pub table: String,
     /// Redis key prefix of the records.
+    #[cfg(feature = "redis")]
     #[arg(long, default_value = "idem:", global = true)]
     pub prefix: String,
 }
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Show one record: state, age, expiry, fingerprint, size, and its value as JSON.
+    /// Show one record: state, age, expiry, fingerprint, size, and its value.
     Inspect(Which),
     /// List records, oldest first.
     List(ListArgs),
-    /// Remove one record (completed or in progress) so its next call runs again.
+    /// Remove one record (completed or in progress) and its saved steps, so
+    /// its next call runs again.
     Forget(Which),
-    /// Delete expired records.
+    /// Delete expired records and the steps of expired calls.
     Purge,
     /// Count records by state.
     Stats,
+}
+
+impl Command {
+    /// Whether the command only reads (the store is then opened read-only
+    /// where it can be).
+    pub(crate) fn reads_only(&self) -> bool {
+        matches!(
+            self,
+            Command::Inspect(_) | Command::List(_) | Command::Stats
+        )
+    }
 }
 
 /// One record: by scope and key (hashed as the library does), or by its
@@ -77,7 +122,8 @@ pub(crate) struct Which {
     /// The idempotency key, hashed as a string.
     #[arg(long, requires = "scope", conflicts_with = "record")]
     pub key: Option<String>,
-    /// The hashed key: 64 hex digits, as `idem list` prints it.
+    /// The hashed key as `idem list` prints it, or a unique prefix of it
+    /// (at least 4 hex digits), as git takes commits.
     #[arg(long, value_name = "HEX")]
     pub record: Option<String>,
 }

@@ -1,24 +1,25 @@
 //! `idem`: operate idem's idempotency records in Redis, PostgreSQL or
 //! SQLite. See `idem --help` and README.md ("Operating records").
 //!
-//! Exit codes: 0 done; 1 no such record (`inspect`); 2 bad arguments;
-//! 3 the store cannot be reached or failed.
+//! Exit codes: 0 done; 1 no such record; 2 bad arguments; 3 the store
+//! cannot be reached, failed, or holds no idem records.
 
 #![forbid(unsafe_code)]
 
 mod args;
 mod render;
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod secret;
 mod stores;
+mod which;
 
-use std::fmt::Display;
 use std::process::ExitCode;
 
 use clap::Parser;
-use idem::admin::{Admin, ListFilter};
-use idem::key::RecordKey;
+use idem::admin::ListFilter;
 use serde_json::json;
 
-use args::{Cli, Command, Which};
+use args::{Cli, Command};
 
 /// Why a command failed, and its exit code.
 #[derive(Debug)]
@@ -32,17 +33,25 @@ impl Failure {
     const USAGE: u8 = 2;
     const STORE: u8 = 3;
 
-    /// A store that failed to open or answer: exit code 3.
-    pub fn store(name: &str, err: impl Display) -> Self {
+    /// A store that failed to open or answer: exit code 3. `message`
+    /// names the store, never its password.
+    pub fn store(message: &str) -> Self {
         Failure {
             code: Self::STORE,
-            message: format!("{name}: {err}"),
+            message: message.to_owned(),
         }
     }
 
     fn usage(message: impl Into<String>) -> Self {
         Failure {
             code: Self::USAGE,
+            message: message.into(),
+        }
+    }
+
+    fn not_found(message: impl Into<String>) -> Self {
+        Failure {
+            code: Self::NOT_FOUND,
             message: message.into(),
         }
     }
@@ -69,21 +78,23 @@ fn main() -> ExitCode {
 /// Runs the command; what it prints on success.
 async fn run(cli: &Cli) -> Result<String, Failure> {
     // Arguments first: a bad one is reported without touching the store.
-    let key = match &cli.command {
-        Command::Inspect(which) | Command::Forget(which) => Some(record_key(which)?),
+    let wanted = match &cli.command {
+        Command::Inspect(which) | Command::Forget(which) => Some(which::parse(which)?),
         _ => None,
     };
-    let (store, name) = stores::open(&cli.store, &cli.options).await?;
-    let failed = |err| Failure::store(&name, err);
+    let opened = stores::open(&cli.store, &cli.options, cli.command.reads_only()).await?;
+    let store = opened.store.as_ref();
     let json = cli.json;
     let text = |value: serde_json::Value| format!("{value:#}\n");
-    match (&cli.command, key) {
-        (Command::Inspect(_), Some(key)) => {
-            let Some(info) = store.inspect(&key).await.map_err(failed)? else {
-                return Err(Failure {
-                    code: Failure::NOT_FOUND,
-                    message: format!("no record under {} in {name}", key.to_hex()),
-                });
+    match &cli.command {
+        Command::Inspect(_) => {
+            let key = which::resolve(wanted.expect("parsed above"), &opened).await?;
+            let Some(info) = store
+                .inspect(key.key())
+                .await
+                .map_err(|e| opened.failed(e))?
+            else {
+                return Err(Failure::not_found(key.not_found(&opened.name)));
             };
             Ok(if json {
                 text(render::record_json(&info))
@@ -91,23 +102,23 @@ async fn run(cli: &Cli) -> Result<String, Failure> {
                 render::record_text(&info)
             })
         }
-        (Command::Forget(_), Some(key)) => {
-            store.forget(&key).await.map_err(failed)?;
+        Command::Forget(_) => {
+            let key = which::resolve(wanted.expect("parsed above"), &opened).await?;
+            let key = key.key();
+            store.forget(key).await.map_err(|e| opened.failed(e))?;
             Ok(if json {
                 text(json!({ "forgot": key.to_hex() }))
             } else {
                 format!("forgot {} (if it was there)\n", key.to_hex())
             })
         }
-        (Command::List(list), _) => {
+        Command::List(list) => {
             let filter = ListFilter {
                 in_progress: list.in_progress,
                 older_than: list.older_than,
                 limit: Some(list.limit),
             };
-            let records = list_records(store.as_ref(), &filter)
-                .await
-                .map_err(failed)?;
+            let records = store.list(&filter).await.map_err(|e| opened.failed(e))?;
             Ok(if json {
                 let all: Vec<_> = records.iter().map(render::record_json).collect();
                 text(serde_json::Value::Array(all))
@@ -115,68 +126,24 @@ async fn run(cli: &Cli) -> Result<String, Failure> {
                 render::list_text(&records)
             })
         }
-        (Command::Purge, _) => {
-            let purged = store.purge().await.map_err(failed)?;
+        Command::Purge => {
+            let purged = store.purge().await.map_err(|e| opened.failed(e))?;
             Ok(if json {
-                text(json!({ "purged": purged }))
+                text(json!({ "purged": purged.records, "steps": purged.steps }))
             } else {
-                format!("purged {purged} expired record(s)\n")
+                format!(
+                    "purged {} expired record(s) and {} step(s) of expired calls\n",
+                    purged.records, purged.steps
+                )
             })
         }
-        (Command::Stats, _) => {
-            let stats = store.stats().await.map_err(failed)?;
+        Command::Stats => {
+            let stats = store.stats().await.map_err(|e| opened.failed(e))?;
             Ok(if json {
                 text(render::stats_json(&stats))
             } else {
                 render::stats_text(&stats)
             })
         }
-        (Command::Inspect(_) | Command::Forget(_), None) => unreachable!("resolved above"),
     }
-}
-
-async fn list_records(
-    store: &dyn Admin,
-    filter: &ListFilter,
-) -> Result<Vec<idem::admin::RecordInfo>, idem::StoreError> {
-    store.list(filter).await
-}
-
-/// The hashed key `which` names: from `--record`, or scope and key hashed
-/// as the library hashes string parts.
-fn record_key(which: &Which) -> Result<RecordKey, Failure> {
-    if let Some(hex) = &which.record {
-        return parse_hex(hex).map(RecordKey::from_bytes).ok_or_else(|| {
-            Failure::usage(format!(
-                "--record must be 64 hex digits (as `idem list` prints), not `{hex}`"
-            ))
-        });
-    }
-    let key = which.key.as_deref().unwrap_or_default();
-    if key.is_empty() {
-        return Err(Failure::usage("--key must not be empty"));
-    }
-    let s = &which.scope;
-    Ok(match s.as_slice() {
-        [a] => RecordKey::new(a, key),
-        [a, b] => RecordKey::new(&(a, b), key),
-        [a, b, c] => RecordKey::new(&(a, b, c), key),
-        [a, b, c, d] => RecordKey::new(&(a, b, c, d), key),
-        _ => {
-            return Err(Failure::usage(
-                "give --scope once, or up to 4 times for a tuple scope",
-            ));
-        }
-    })
-}
-
-fn parse_hex(hex: &str) -> Option<[u8; 32]> {
-    if hex.len() != 64 || !hex.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
 }

@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
-use idem::admin::{RecordInfo, Stats, decode_record_json};
+use idem::admin::{RecordInfo, RecordParts, Stats, decode_record_json, display_value};
 use serde_json::{Value, json};
+
+mod http;
 
 /// A duration as people read it: `850ms`, `42s`, `3h 5m 2s`.
 pub(crate) fn human(duration: Duration) -> String {
@@ -36,12 +38,18 @@ pub(crate) fn record_json(info: &RecordInfo) -> Value {
     });
     if let Some(record) = &info.record {
         out["value"] = match decode_record_json(record) {
-            Ok(parts) => json!({
-                "outcome": parts.outcome,
-                "version": parts.version,
-                "type": parts.type_name,
-                "json": parts.value,
-            }),
+            Ok(parts) => {
+                let mut value = json!({
+                    "outcome": parts.outcome,
+                    "version": parts.version,
+                    "type": parts.type_name,
+                    "json": parts.value,
+                });
+                if let Some(response) = http::response(&parts) {
+                    value["response"] = response.to_json();
+                }
+                value
+            }
             Err(err) => json!({ "error": err.to_string() }),
         };
     }
@@ -54,7 +62,7 @@ pub(crate) fn record_text(info: &RecordInfo) -> String {
     let mut out = format!(
         "key          {}\nsite         {}\nstate        {}\nage          {}\nexpires in   {}\nfingerprint  {}\nsize         {} bytes\n",
         info.key.to_hex(),
-        info.site.as_deref().unwrap_or("-"),
+        site_text(info),
         info.state.as_str(),
         or_dash(info.age),
         or_dash(info.expires_in),
@@ -63,20 +71,37 @@ pub(crate) fn record_text(info: &RecordInfo) -> String {
     );
     if let Some(record) = &info.record {
         match decode_record_json(record) {
-            Ok(parts) => {
-                let value = serde_json::to_string_pretty(&parts.value).unwrap_or_default();
-                out += &format!(
-                    "outcome      {}\nversion      {}\ntype         {}\nvalue        {}\n",
-                    parts.outcome,
-                    parts.version,
-                    parts.type_name,
-                    value.replace('\n', "\n             ")
-                );
-            }
-            Err(err) => out += &format!("value        (cannot be decoded: {err})\n"),
+            Ok(parts) => out += &value_text(&parts),
+            Err(err) => out += &format!("value        (cannot be read: {err})\n"),
         }
     }
     out
+}
+
+/// The value's lines of `inspect`: a stored HTTP response as status,
+/// headers and body, anything else with its escapes rendered.
+fn value_text(parts: &RecordParts) -> String {
+    let mut out = format!(
+        "outcome      {}\nversion      {}\ntype         {}\n",
+        parts.outcome, parts.version, parts.type_name
+    );
+    match http::response(parts) {
+        Some(response) => out += &response.to_text(),
+        None => {
+            let value = match &parts.value {
+                serde_json::Value::String(reason) if parts.outcome == "not_stored" => {
+                    reason.clone()
+                }
+                value => display_value(value),
+            };
+            out += &format!("value        {}\n", value.replace('\n', "\n             "));
+        }
+    }
+    out
+}
+
+fn site_text(info: &RecordInfo) -> String {
+    info.site.clone().unwrap_or_else(|| "-".to_owned())
 }
 
 /// `list` for people: a header and one aligned row a record.
@@ -91,7 +116,7 @@ pub(crate) fn list_text(records: &[RecordInfo]) -> String {
                 info.age.map_or("-".to_owned(), human),
                 info.expires_in.map_or("-".to_owned(), human),
                 info.size.to_string(),
-                info.site.clone().unwrap_or_else(|| "-".to_owned()),
+                site_text(info),
             ]
         })
         .collect();

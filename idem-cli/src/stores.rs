@@ -1,49 +1,131 @@
-//! Opening the one store the command line names.
+//! Opening the one store the command line names, without changing it:
+//! no table is created or upgraded, no file created, SQLite opened
+//! read-only where the command only reads.
 
 use idem::admin::Admin;
-use idem::{PostgresStore, RedisStore, SqliteStore};
 
 use crate::Failure;
 use crate::args::{StoreArgs, StoreOptions};
+#[cfg(any(feature = "redis", feature = "postgres"))]
+use crate::secret::StoreUrl;
 
-/// The store and how to name it in messages, or why it cannot be opened.
+/// The opened store, how to name it in messages, and how to keep its
+/// password out of them.
+pub(crate) struct Opened {
+    pub store: Box<dyn Admin>,
+    pub name: String,
+    pub scrub: Box<dyn Fn(&str) -> String>,
+}
+
+impl Opened {
+    /// A failure of this store, its message scrubbed of the password.
+    pub(crate) fn failed(&self, err: impl std::fmt::Display) -> Failure {
+        Failure::store(&(self.scrub)(&format!("{}: {err}", self.name)))
+    }
+}
+
+/// The store the arguments name, or why it cannot be opened (exit 3), or
+/// that none was named (exit 2).
 pub(crate) async fn open(
     args: &StoreArgs,
     options: &StoreOptions,
-) -> Result<(Box<dyn Admin>, String), Failure> {
+    read_only: bool,
+) -> Result<Opened, Failure> {
+    #[cfg(feature = "redis")]
     if let Some(url) = &args.redis {
-        let name = format!("Redis at {url}");
-        let store = RedisStore::builder()
-            .prefix(&options.prefix)
-            // Reading and deleting records is safe whatever the policy.
-            .allow_eviction()
-            .connect(url)
-            .await
-            .map_err(|err| Failure::store(&name, err))?;
-        return Ok((Box::new(store), name));
+        return redis(StoreUrl::new(url), options).await;
     }
+    #[cfg(feature = "postgres")]
     if let Some(url) = &args.postgres {
-        let name = format!("PostgreSQL at {url}");
-        // Connects lazily: an unreachable server is reported by the first
-        // statement. The CLI changes no schema: run the application (or
-        // `PostgresStore::migrate`) first.
-        let store = PostgresStore::builder()
-            .schema(options.schema.clone())
-            .table(options.table.clone())
-            .max_connections(1)
-            .connect(url)
-            .await
-            .map_err(|err| Failure::store(&name, err))?;
-        return Ok((Box::new(store), name));
+        return postgres(StoreUrl::new(url), options).await;
     }
-    let path = args.sqlite.as_ref().expect("clap requires one store");
-    let name = format!("SQLite file {}", path.display());
-    // Opening creates a missing file: an operator's typo must not.
-    if !path.is_file() {
-        return Err(Failure::store(&name, "no such file"));
+    #[cfg(feature = "sqlite")]
+    if let Some(path) = &args.sqlite {
+        return sqlite(path, read_only).await;
     }
-    let store = SqliteStore::open(path)
+    let _ = (args, options, read_only);
+    Err(Failure::usage(format!(
+        "name the store: {} (before or after the command)",
+        STORE_FLAGS.join(", ")
+    )))
+}
+
+/// The store flags this build has.
+const STORE_FLAGS: &[&str] = &[
+    #[cfg(feature = "redis")]
+    "--redis URL (or IDEM_REDIS_URL)",
+    #[cfg(feature = "postgres")]
+    "--postgres URL (or IDEM_POSTGRES_URL)",
+    #[cfg(feature = "sqlite")]
+    "--sqlite FILE",
+];
+
+#[cfg(feature = "redis")]
+async fn redis(url: StoreUrl, options: &StoreOptions) -> Result<Opened, Failure> {
+    let name = format!("Redis at {}", url.shown());
+    let scrub = scrubber(&url);
+    let fail = |err: idem::StoreError| Failure::store(&scrub(&format!("{name}: {err}")));
+    let store = idem::RedisStore::builder()
+        .prefix(&options.prefix)
+        // Reading and deleting records is safe whatever the policy.
+        .allow_eviction()
+        .connect(url.raw())
         .await
-        .map_err(|err| Failure::store(&name, err))?;
-    Ok((Box::new(store), name))
+        .map_err(fail)?;
+    Ok(Opened {
+        store: Box::new(store),
+        name,
+        scrub,
+    })
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres(url: StoreUrl, options: &StoreOptions) -> Result<Opened, Failure> {
+    let name = format!("PostgreSQL at {}", url.shown());
+    let scrub = scrubber(&url);
+    let fail = |err: idem::StoreError| Failure::store(&scrub(&format!("{name}: {err}")));
+    let store = idem::PostgresStore::builder()
+        .schema(options.schema.clone())
+        .table(options.table.clone())
+        .max_connections(1)
+        .connect(url.raw())
+        .await
+        .map_err(&fail)?;
+    // Never `migrate`: a missing or older table is reported, not changed.
+    store.check_schema().await.map_err(&fail)?;
+    Ok(Opened {
+        store: Box::new(store),
+        name,
+        scrub,
+    })
+}
+
+#[cfg(any(feature = "redis", feature = "postgres"))]
+fn scrubber(url: &StoreUrl) -> Box<dyn Fn(&str) -> String> {
+    let url = url.clone();
+    Box::new(move |text| url.scrub(text))
+}
+
+#[cfg(feature = "sqlite")]
+async fn sqlite(path: &std::path::Path, read_only: bool) -> Result<Opened, Failure> {
+    use sqlx::sqlite::SqliteConnectOptions;
+
+    let name = format!("SQLite file {}", path.display());
+    // Opening would create a missing file: an operator's typo must not.
+    if !path.is_file() {
+        return Err(Failure::store(&format!("{name}: no such file")));
+    }
+    // No journal mode, no migration: the file stays as it is.
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(read_only)
+        .busy_timeout(std::time::Duration::from_secs(10));
+    let store = idem::SqliteStore::open_existing(options)
+        .await
+        .map_err(|err| Failure::store(&format!("{name}: {err}")))?;
+    Ok(Opened {
+        store: Box::new(store),
+        name,
+        scrub: Box::new(str::to_owned),
+    })
 }

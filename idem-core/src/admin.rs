@@ -10,6 +10,10 @@ use bytes::Bytes;
 use crate::record::{self, Outcome};
 use crate::{CodecError, Fingerprint, RecordKey, Store, StoreError};
 
+mod display;
+
+pub use display::display_value;
+
 /// Where a record stands, by the store's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordState {
@@ -98,6 +102,16 @@ pub struct Stats {
     pub bytes: u64,
 }
 
+/// What [`Admin::purge`] deleted: expired records (and claims), and the
+/// steps of expired calls, counted apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Expired records and claims deleted.
+    pub records: u64,
+    /// Saved steps of expired calls deleted.
+    pub steps: u64,
+}
+
 /// What an operator does to a store's records as a whole. Implemented by
 /// `SqliteStore`, `PostgresStore` and `RedisStore`.
 ///
@@ -123,14 +137,15 @@ pub trait Admin: Store {
     /// The record under `key`, with its bytes, or `None`.
     async fn inspect(&self, key: &RecordKey) -> Result<Option<RecordInfo>, StoreError>;
 
-    /// Deletes expired records; returns how many.
-    async fn purge(&self) -> Result<u64, StoreError>;
+    /// Deletes expired records and the steps of expired calls; returns
+    /// how many of each.
+    async fn purge(&self) -> Result<Purged, StoreError>;
 
     /// Counts records by state.
     async fn stats(&self) -> Result<Stats, StoreError>;
 }
 
-/// A stored record's parts, its value decoded as JSON.
+/// A stored record's parts, its value as the record's own JSON.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordParts {
     /// `ok` (the function's value), `err` (a stored error) or `not_stored`
@@ -140,11 +155,17 @@ pub struct RecordParts {
     pub version: u32,
     /// The name of the type stored, as written (for people, not checks).
     pub type_name: String,
-    /// The value; for `not_stored`, the reason as a string.
+    /// The value as stored: JSON, with format 3's escapes for what JSON
+    /// cannot carry left as written (`{"$u128":"…"}`, `{"$f64":"NaN"}`,
+    /// `{"$some":null}`, `{"$map":[[k,v],…]}`, a `$` key with one more
+    /// `$`), so nothing is lost; [`display_value`] renders them for
+    /// people. For `not_stored`, the reason as a string.
     pub value: serde_json::Value,
 }
 
-/// Decodes a stored record without knowing its type, for inspection.
+/// Reads a stored record without knowing its type, for inspection: any
+/// record the library wrote reads, whatever its values (`u128::MAX`, NaN,
+/// `Some(None)`), and a value is never mistaken for a changed shape.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -163,8 +184,8 @@ pub struct RecordParts {
 pub fn decode_record_json(bytes: &[u8]) -> Result<RecordParts, CodecError> {
     let parsed = record::parse(bytes)?;
     let (outcome, value) = match parsed.outcome {
-        Outcome::Ok => ("ok", parsed.decode()?),
-        Outcome::Err => ("err", parsed.decode()?),
+        Outcome::Ok => ("ok", raw_json(&parsed)?),
+        Outcome::Err => ("err", raw_json(&parsed)?),
         Outcome::NotStored => (
             "not_stored",
             serde_json::Value::String(parsed.not_stored().to_string()),
@@ -175,5 +196,13 @@ pub fn decode_record_json(bytes: &[u8]) -> Result<RecordParts, CodecError> {
         version: parsed.version,
         type_name: parsed.type_name.to_owned(),
         value,
+    })
+}
+
+fn raw_json(parsed: &record::Parsed<'_>) -> Result<serde_json::Value, CodecError> {
+    parsed.raw_json().map_err(|source| CodecError::Json {
+        action: "read",
+        type_name: "serde_json::Value",
+        source,
     })
 }

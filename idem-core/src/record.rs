@@ -190,6 +190,13 @@ impl Parsed<'_> {
         })
     }
 
+    /// The value as the record holds it, read as plain JSON: format 3's
+    /// escapes (`{"$u128":…}`, `{"$f64":"NaN"}`, …) stay as written, so
+    /// any record reads without knowing its type and nothing is lost.
+    pub(crate) fn raw_json(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_slice(self.payload)
+    }
+
     /// Refuses a record of another version than the call's.
     pub(crate) fn check_version(&self, expected: u32) -> Result<(), CodecError> {
         if self.version == expected {

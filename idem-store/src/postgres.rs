@@ -14,6 +14,7 @@ mod tx;
 use std::sync::Arc;
 use std::time::Duration;
 
+use idem_core::admin::Purged;
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
 use idem_core::{Store, StoreError};
@@ -231,19 +232,29 @@ impl PostgresStore {
     /// # }
     /// ```
     pub async fn purge_expired(&self) -> Result<u64, StoreError> {
+        let purged = self.purge_counted().await?;
+        Ok(purged.records + purged.steps)
+    }
+
+    /// Purges as [`purge_expired`](Self::purge_expired) does, counting
+    /// records and steps apart.
+    async fn purge_counted(&self) -> Result<Purged, StoreError> {
         let batch = i64::from(self.inner.purge_batch);
         let sql = &self.inner.sql;
-        let mut total = 0;
-        for statement in [&sql.purge, &sql.steps.purge] {
+        let mut purged = Purged::default();
+        for (statement, count) in [
+            (&sql.purge, &mut purged.records),
+            (&sql.steps.purge, &mut purged.steps),
+        ] {
             loop {
                 let Affected(n) = self.send(|_| sqlx::query(statement).bind(batch)).await?;
-                total += n;
+                *count += n;
                 if n < batch as u64 {
                     break;
                 }
             }
         }
-        Ok(total)
+        Ok(purged)
     }
 
     /// Closes the store's idle connections (or the caller's pool, for a

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
+use idem_core::admin::Purged;
 use idem_core::fingerprint::Fingerprint;
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
@@ -192,6 +193,36 @@ impl SqliteStore {
         Ok(SqliteStore { pool, file })
     }
 
+    /// Opens a file that already holds idem's records, exactly as it is:
+    /// with `options` as given (no file created, no journal mode set
+    /// unless `options` sets them), no table created or upgraded. A file
+    /// without idem's tables, or at another schema version, is refused
+    /// with a [`StoreError`] saying so. For tools that must not change a
+    /// file they were pointed at, such as the `idem` CLI; open read-only
+    /// with `read_only(true)` where only reading.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// use sqlx::sqlite::SqliteConnectOptions;
+    /// let options = SqliteConnectOptions::new().filename("idem.db").read_only(true);
+    /// let store = idem::SqliteStore::open_existing(options).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn open_existing(options: SqliteConnectOptions) -> Result<Self, StoreError> {
+        let path = options.get_filename().to_owned();
+        let pool = SqlitePoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await
+            .map_err(err)?;
+        if let Err(why) = migrate::check(&pool).await {
+            pool.close().await;
+            return Err(StoreError::new(BACKEND, why));
+        }
+        let file = FileIdentity::of(&path)?;
+        Ok(SqliteStore { pool, file })
+    }
+
     /// Deletes expired records, claims and steps, in statements of at most 5,000
     /// rows, and returns how many it deleted. Expired rows are already
     /// ignored by every step; this only reclaims space. Run it now and
@@ -209,7 +240,14 @@ impl SqliteStore {
     /// # }
     /// ```
     pub async fn purge_expired(&self) -> Result<u64, StoreError> {
-        let mut total = 0;
+        let purged = self.purge_counted().await?;
+        Ok(purged.records + purged.steps)
+    }
+
+    /// Purges as [`purge_expired`](Self::purge_expired) does, counting
+    /// records and steps apart.
+    async fn purge_counted(&self) -> Result<Purged, StoreError> {
+        let mut purged = Purged::default();
         loop {
             let n = sqlx::query(PURGE)
                 .bind(PURGE_BATCH)
@@ -217,16 +255,16 @@ impl SqliteStore {
                 .await
                 .map_err(err)?
                 .rows_affected();
-            total += n;
+            purged.records += n;
             if n < PURGE_BATCH as u64 {
                 break;
             }
         }
         loop {
             let n = steps::purge(&self.pool, PURGE_BATCH).await?;
-            total += n;
+            purged.steps += n;
             if n < PURGE_BATCH as u64 {
-                return Ok(total);
+                return Ok(purged);
             }
         }
     }
@@ -422,13 +460,17 @@ impl Store for SqliteStore {
     }
 
     async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        // One transaction: a step saved between the two deletes would
+        // otherwise outlive its record, and the next call would resume
+        // from it.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(err)?;
         for statement in [FORGET_STEPS, FORGET] {
             sqlx::query(statement)
                 .bind(&key.as_bytes()[..])
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await
                 .map_err(err)?;
         }
-        Ok(())
+        tx.commit().await.map_err(err)
     }
 }

@@ -134,7 +134,12 @@ where
         accept_encoding,
         request,
     } = prepared;
-    let mut call = config.idem.call(&scope, key.as_str()).ttl(config.ttl);
+    let route = scope.route_key();
+    let mut call = config
+        .idem
+        .call(&scope, key.as_str())
+        .ttl(config.ttl)
+        .site(crate::http::sites::site(&route));
     if let Some(lease) = config.lease {
         call = call.lease(lease);
     }
@@ -157,7 +162,6 @@ where
             Joined::Apart => {}
         }
     }
-    let route = scope.route_key();
     let mut reply = Some(reply);
     let mut rest = None;
     let (reply_slot, rest_slot) = (&mut reply, &mut rest);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use idem_core::StoreError;
-use idem_core::admin::{Admin, ListFilter, RecordInfo, RecordState, Stats};
+use idem_core::admin::{Admin, ListFilter, Purged, RecordInfo, RecordState, Stats};
 use idem_core::fingerprint::Fingerprint;
 use idem_core::key::RecordKey;
 use idem_core::store::async_trait;
@@ -55,6 +55,64 @@ fn info(row: &PgRow) -> Result<RecordInfo, StoreError> {
 }
 
 impl PostgresStore {
+    /// Checks, changing nothing, that the store's table is set up at this
+    /// release's schema version: a missing table, or one at another
+    /// version, is a [`StoreError`] saying so. For tools that must not
+    /// change a database (the `idem` CLI never migrates).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let store = idem::PostgresStore::connect("postgres://app@localhost/app").await?;
+    /// store.check_schema().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn check_schema(&self) -> Result<(), StoreError> {
+        let sql = &self.inner.sql;
+        let text = "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL";
+        let rows = self
+            .fetch_all(sqlx::query(text).bind(&sql.table).bind(&sql.versions))
+            .await?;
+        let set_up: bool = rows
+            .first()
+            .and_then(|row| row.try_get(0).ok())
+            .unwrap_or(false);
+        if !set_up {
+            return Err(StoreError::new(
+                BACKEND,
+                format!(
+                    "no idem table {} here (nothing was changed): check --schema and --table, or run \
+                     `PostgresStore::migrate()` from the application first",
+                    sql.table
+                ),
+            ));
+        }
+        let versions = format!("SELECT coalesce(max(version), 0) FROM {}", sql.versions);
+        let rows = self.fetch_all(sqlx::query(&versions)).await?;
+        let version: i32 = rows
+            .first()
+            .map(|row| row.try_get(0))
+            .transpose()
+            .map_err(|err| StoreError::new(BACKEND, err))?
+            .unwrap_or(0);
+        let current = super::migrate::CURRENT;
+        if version == current {
+            return Ok(());
+        }
+        Err(StoreError::new(
+            BACKEND,
+            format!(
+                "the table {} is at schema version {version}, this release reads {current} \
+                 (nothing was changed; {})",
+                sql.table,
+                if version < current {
+                    "`PostgresStore::migrate()` upgrades it"
+                } else {
+                    "use the release that wrote it"
+                }
+            ),
+        ))
+    }
+
     /// Every row `query` answers, on one of the store's connections.
     async fn fetch_all(&self, query: PgQuery<'_>) -> Result<Vec<PgRow>, StoreError> {
         let err = |err| self.inner.sql.store_error(err);
@@ -100,8 +158,8 @@ impl Admin for PostgresStore {
         self.fetch_all(query).await?.first().map(info).transpose()
     }
 
-    async fn purge(&self) -> Result<u64, StoreError> {
-        self.purge_expired().await
+    async fn purge(&self) -> Result<Purged, StoreError> {
+        self.purge_counted().await
     }
 
     async fn stats(&self) -> Result<Stats, StoreError> {

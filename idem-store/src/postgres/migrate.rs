@@ -33,6 +33,9 @@ const MIGRATIONS: &[&str] = &[
 
 /// Applies the migrations `conn`'s database lacks, in one transaction
 /// under an advisory lock, so concurrent runs take turns.
+/// This release's schema version.
+pub(super) const CURRENT: i32 = MIGRATIONS.len() as i32;
+
 pub(super) async fn run(sql: &Sql, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     let mut tx = conn.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use idem_core::StoreError;
-use idem_core::admin::{Admin, ListFilter, RecordInfo, RecordState, Stats};
+use idem_core::admin::{Admin, ListFilter, Purged, RecordInfo, RecordState, Stats};
 use idem_core::key::RecordKey;
 use idem_core::store::async_trait;
 use redis::{FromRedisValue, Value};
@@ -206,8 +206,8 @@ impl Admin for RedisStore {
     }
 
     /// Nothing to delete: Redis drops a record when its `PX` runs out.
-    async fn purge(&self) -> Result<u64, StoreError> {
-        Ok(0)
+    async fn purge(&self) -> Result<Purged, StoreError> {
+        Ok(Purged::default())
     }
 
     async fn stats(&self) -> Result<Stats, StoreError> {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use idem_core::StoreError;
-use idem_core::admin::{Admin, ListFilter, RecordInfo, RecordState, Stats};
+use idem_core::admin::{Admin, ListFilter, Purged, RecordInfo, RecordState, Stats};
 use idem_core::key::RecordKey;
 use idem_core::store::async_trait;
 use sqlx::Row;
@@ -98,8 +98,8 @@ impl Admin for SqliteStore {
         row.as_ref().map(info).transpose()
     }
 
-    async fn purge(&self) -> Result<u64, StoreError> {
-        self.purge_expired().await
+    async fn purge(&self) -> Result<Purged, StoreError> {
+        self.purge_counted().await
     }
 
     async fn stats(&self) -> Result<Stats, StoreError> {

@@ -44,3 +44,39 @@ pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     }
     tx.commit().await
 }
+
+/// This release's schema version.
+pub(super) const CURRENT: i64 = STEPS.len() as i64 + 1;
+
+/// Checks, changing nothing, that the file holds idem's tables at this
+/// release's version; why not, in words for an operator.
+pub(super) async fn check(pool: &SqlitePool) -> Result<(), String> {
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('idem_migrations', 'idem_records')",
+    )
+    .fetch_one(pool)
+    .await
+    .map_err(|err| err.to_string())?;
+    if tables != 2 {
+        return Err(
+            "not a file of idem's records: it has no idem_records and idem_migrations tables \
+             (left unchanged; open it with `SqliteStore::open` to create them)"
+                .to_owned(),
+        );
+    }
+    let version: i64 = sqlx::query_scalar("SELECT coalesce(max(version), 0) FROM idem_migrations")
+        .fetch_one(pool)
+        .await
+        .map_err(|err| err.to_string())?;
+    match version.cmp(&CURRENT) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Less => Err(format!(
+            "idem's tables are at schema version {version}, this release reads {CURRENT} \
+             (left unchanged; `SqliteStore::open` upgrades them)"
+        )),
+        std::cmp::Ordering::Greater => Err(format!(
+            "idem's tables are at schema version {version}, newer than this release's {CURRENT}: \
+             use the release that wrote them"
+        )),
+    }
+}
