@@ -106,6 +106,18 @@
 //! ### store-unavailable
 //! 503: the idempotency store failed or could not be reached.
 //!
+//! ### store-misconfigured
+//! 500: the idempotency store cannot work as configured (a
+//! [`StoreErrorKind`](crate::StoreErrorKind) that does not pass by itself);
+//! retrying will not help until an operator fixes it.
+//!
+//! ### invalid-option
+//! 500: the call's settings cannot work (`Error::InvalidOption`).
+//!
+//! ### invalid-step
+//! 500: the handler used `idem::step` where it cannot work
+//! (`Error::InvalidStep`).
+//!
 //! ### codec
 //! 500: a stored response could not be read or written.
 //!
@@ -114,7 +126,9 @@
 //! sent; duplicates get `not-stored`.
 //!
 //! ### not-configured
-//! 500: no idempotency store is configured.
+//! 500: an `#[idempotent]` fn behind the layer has no `store =` and no
+//! handle was installed: the layer's own handle is not installed for the
+//! fns it calls; call `idem::install(handle.clone())` at startup.
 
 mod answers;
 mod defaults;

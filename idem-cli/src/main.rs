@@ -113,11 +113,13 @@ async fn run(cli: &Cli) -> Result<String, Failure> {
             })
         }
         Command::List(list) => {
-            let filter = ListFilter {
-                in_progress: list.in_progress,
-                older_than: list.older_than,
-                limit: Some(list.limit),
-            };
+            let mut filter = ListFilter::default().limit(list.limit);
+            if list.in_progress {
+                filter = filter.in_progress();
+            }
+            if let Some(age) = list.older_than {
+                filter = filter.older_than(age);
+            }
             let records = store.list(&filter).await.map_err(|e| opened.failed(e))?;
             Ok(if json {
                 let all: Vec<_> = records.iter().map(render::record_json).collect();

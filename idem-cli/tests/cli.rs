@@ -84,12 +84,12 @@ async fn charge(idem: &Idempotency, runs: &Runs, scope: &str, order: &str) -> Re
 /// renewed) or a holder that died with a long lease.
 async fn stuck_claim(store: &dyn Store, scope: &str, key: &str) -> RecordKey {
     let record = RecordKey::new(scope, key);
-    let claim = Claim {
-        token: Token::random(),
-        fingerprint: Fingerprint::NONE,
-        lease: Duration::from_secs(3600),
-        site: "shop::ship",
-    };
+    let claim = Claim::new(
+        Token::random(),
+        Fingerprint::NONE,
+        Duration::from_secs(3600),
+        "shop::ship",
+    );
     let won = store.claim(&record, &claim).await.unwrap();
     assert!(matches!(won, ClaimOutcome::Won { .. }));
     record

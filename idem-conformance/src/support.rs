@@ -121,12 +121,7 @@ pub(crate) async fn twice_checked<T>(
 /// assert_ne!(a.token, b.token);
 /// ```
 pub fn new_claim(fingerprint: Fingerprint, lease: Duration) -> Claim {
-    Claim {
-        token: Token::random(),
-        fingerprint,
-        lease,
-        site: "conformance",
-    }
+    Claim::new(Token::random(), fingerprint, lease, "conformance")
 }
 
 /// Completes `key` in `scope` with raw record bytes, as an older or broken

@@ -16,6 +16,7 @@ pub use display::display_value;
 
 /// Where a record stands, by the store's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecordState {
     /// A claim whose body is running (or whose holder died and whose
     /// lease has not run out yet).
@@ -54,7 +55,21 @@ impl RecordState {
 }
 
 /// One record as a store keeps it: never the raw key, which is not stored.
+/// Stores build it with [`RecordInfo::new`] and set what they know.
+///
+/// ```
+/// use idem::admin::{RecordInfo, RecordState};
+/// use idem::{fingerprint::Fingerprint, key::RecordKey};
+/// let mut info = RecordInfo::new(
+///     RecordKey::new("orders", "o-1"),
+///     RecordState::Completed,
+///     Fingerprint::of(&"payload").unwrap(),
+/// );
+/// info.size = 42;
+/// assert_eq!(info.record, None);
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RecordInfo {
     /// The hashed key.
     pub key: RecordKey,
@@ -78,8 +93,33 @@ pub struct RecordInfo {
     pub record: Option<Bytes>,
 }
 
-/// Which records [`Admin::list`] returns.
+impl RecordInfo {
+    /// A record under `key` in `state`, claimed with `fingerprint`; every
+    /// other field empty (`None`, 0) until the store sets it.
+    pub fn new(key: RecordKey, state: RecordState, fingerprint: Fingerprint) -> Self {
+        Self {
+            key,
+            site: None,
+            state,
+            age: None,
+            expires_in: None,
+            fingerprint,
+            size: 0,
+            record: None,
+        }
+    }
+}
+
+/// Which records [`Admin::list`] returns: all of them by default.
+///
+/// ```
+/// use std::time::Duration;
+/// use idem::admin::ListFilter;
+/// let stuck = ListFilter::default().in_progress().older_than(Duration::from_secs(600)).limit(50);
+/// assert!(stuck.in_progress);
+/// ```
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ListFilter {
     /// Only live in-progress claims.
     pub in_progress: bool,
@@ -89,8 +129,30 @@ pub struct ListFilter {
     pub limit: Option<usize>,
 }
 
-/// Counts of a store's records by state.
+impl ListFilter {
+    /// Only live in-progress claims.
+    pub fn in_progress(mut self) -> Self {
+        self.in_progress = true;
+        self
+    }
+
+    /// Only records claimed at least `age` ago.
+    pub fn older_than(mut self, age: Duration) -> Self {
+        self.older_than = Some(age);
+        self
+    }
+
+    /// At most `n` records, oldest first.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+}
+
+/// Counts of a store's records by state. Stores start from
+/// `Stats::default()` and set the counts they keep.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Live in-progress claims.
     pub in_progress: u64,
@@ -105,6 +167,7 @@ pub struct Stats {
 /// What [`Admin::purge`] deleted: expired records (and claims), and the
 /// steps of expired calls, counted apart.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Purged {
     /// Expired records and claims deleted.
     pub records: u64,
@@ -119,11 +182,9 @@ pub struct Purged {
 /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
 /// use idem::admin::{Admin, ListFilter};
 /// let store = idem::SqliteStore::open("idem.db").await?;
-/// let stuck = ListFilter {
-///     in_progress: true,
-///     older_than: Some(std::time::Duration::from_secs(600)),
-///     ..ListFilter::default()
-/// };
+/// let stuck = ListFilter::default()
+///     .in_progress()
+///     .older_than(std::time::Duration::from_secs(600));
 /// for record in store.list(&stuck).await? {
 ///     println!("{} {:?} {:?}", record.key.to_hex(), record.site, record.age);
 /// }
@@ -147,6 +208,7 @@ pub trait Admin: Store {
 
 /// A stored record's parts, its value as the record's own JSON.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RecordParts {
     /// `ok` (the function's value), `err` (a stored error) or `not_stored`
     /// (the body ran; its result could not be stored).
@@ -205,4 +267,36 @@ fn raw_json(parsed: &record::Parsed<'_>) -> Result<serde_json::Value, CodecError
         type_name: "serde_json::Value",
         source,
     })
+}
+
+/// Encodes `value` as the record a completed call stores for it, with no
+/// size limit: for tools and tests that write records (a migration, a
+/// fixture, a benchmark).
+///
+/// ```
+/// let bytes = idem::admin::encode_record(&(7u32, "ok")).unwrap();
+/// let back: (u32, String) = idem::admin::decode_record(&bytes).unwrap();
+/// assert_eq!(back, (7, "ok".to_owned()));
+/// ```
+pub fn encode_record<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
+    record::encode(Outcome::Ok, value, usize::MAX)
+}
+
+/// Decodes a stored record's `Ok` value as `T`, as a replay would; a
+/// record of a result that could not be stored is
+/// [`CodecError::NotStored`], a stored error is
+/// [`CodecError::ErrorNotReplayable`].
+///
+/// ```
+/// let bytes = idem::admin::encode_record(&u128::MAX).unwrap();
+/// assert_eq!(idem::admin::decode_record::<u128>(&bytes).unwrap(), u128::MAX);
+/// assert!(idem::admin::decode_record::<u128>(b"not a record").is_err());
+/// ```
+pub fn decode_record<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    let parsed = record::parse(bytes)?;
+    match parsed.outcome {
+        Outcome::Ok => parsed.decode(),
+        Outcome::NotStored => Err(parsed.not_stored()),
+        Outcome::Err => Err(CodecError::ErrorNotReplayable(parsed.type_name.to_owned())),
+    }
 }

@@ -64,8 +64,18 @@ impl Idempotency {
 
     /// Runs `future` on the tokio runtime, counted by [`drain`](Self::drain),
     /// and awaits its output: dropping the returned future does not stop
-    /// it.
-    #[doc(hidden)]
+    /// it. For integrations that detach work of their own (an HTTP
+    /// layer's request, a job) so that shutdown waits for it; a call is
+    /// detached by [`Call::run_detached`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let job = idem.spawn_detached(async { 7 });
+    /// drop(job); // the caller goes away; the work runs on
+    /// assert_eq!(idem.drain(std::time::Duration::from_secs(1)).await, 0);
+    /// # }
+    /// ```
     pub fn spawn_detached<F>(
         &self,
         future: F,

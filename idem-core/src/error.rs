@@ -9,7 +9,8 @@ use crate::ShortKey;
 /// Every variant says which scope it concerns; keys appear only as a short
 /// hash, never raw. [`Error::status`] gives the HTTP status that answers
 /// it: 409 for a key that is busy or a lease lost, 422 for another
-/// payload, 400 for a bad key, 503 for the store, 500 for the rest.
+/// payload, 400 for a bad key, 503 for a store that is unavailable, 500 for
+/// the rest (a misconfigured store included: retrying cannot help).
 ///
 /// ```
 /// use idem::Error;
@@ -17,8 +18,9 @@ use crate::ShortKey;
 /// let err = Error::NotConfigured;
 /// assert_eq!(err.status(), 500);
 /// assert!(err.to_string().contains("install"));
+/// assert!(format!("{err:?}").contains("idem::install"));
 /// ```
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Another caller holds the key and `wait` ran out or is zero.
@@ -86,11 +88,57 @@ pub enum Error {
         /// Why it was refused.
         reason: &'static str,
     },
-    /// No `store =` was given and no handle was installed.
+    /// An `#[idempotent]` fn without `store =` ran, and no handle was
+    /// installed with [`idem::install`](crate::install). (An HTTP layer's
+    /// own handle does not count: the fns behind it need one installed.)
     #[error(
-        "no idempotency store configured: pass `store = …` or call `idem::install(…)` at startup"
+        "no idempotency store configured for an #[idempotent] fn: pass `store = …` to the attribute or call `idem::install(handle)` at startup (an `IdempotencyLayer`'s handle is not installed by the layer)"
     )]
     NotConfigured,
+}
+
+/// As derived, but `NotConfigured` carries its hint, so an `unwrap()` or a
+/// `{:?}` in a log says what to do.
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::InProgress {
+                scope,
+                key,
+                retry_after,
+            } => f
+                .debug_struct("InProgress")
+                .field("scope", scope)
+                .field("key", key)
+                .field("retry_after", retry_after)
+                .finish(),
+            Error::FingerprintMismatch { scope, key } => f
+                .debug_struct("FingerprintMismatch")
+                .field("scope", scope)
+                .field("key", key)
+                .finish(),
+            Error::LeaseLost {
+                scope,
+                key,
+                taken_over,
+            } => f
+                .debug_struct("LeaseLost")
+                .field("scope", scope)
+                .field("key", key)
+                .field("taken_over", taken_over)
+                .finish(),
+            Error::Store(err) => f.debug_tuple("Store").field(err).finish(),
+            Error::Codec(err) => f.debug_tuple("Codec").field(err).finish(),
+            Error::InvalidKey(why) => f.debug_tuple("InvalidKey").field(why).finish(),
+            Error::InvalidOption(why) => f.debug_tuple("InvalidOption").field(why).finish(),
+            Error::InvalidStep { step, reason } => f
+                .debug_struct("InvalidStep")
+                .field("step", step)
+                .field("reason", reason)
+                .finish(),
+            Error::NotConfigured => write!(f, "NotConfigured({:?})", self.to_string()),
+        }
+    }
 }
 
 impl Error {
@@ -102,8 +150,9 @@ impl Error {
             Error::InProgress { .. } | Error::LeaseLost { .. } => 409,
             Error::FingerprintMismatch { .. } => 422,
             Error::InvalidKey(_) => 400,
-            Error::Store(_) => 503,
-            Error::Codec(_)
+            Error::Store(err) if err.kind().is_transient() => 503,
+            Error::Store(_)
+            | Error::Codec(_)
             | Error::InvalidOption(_)
             | Error::InvalidStep { .. }
             | Error::NotConfigured => 500,
@@ -112,31 +161,97 @@ impl Error {
 }
 
 /// A store's failure: unreachable, timed out, refused, or a record it could
-/// not read.
+/// not read. Its [`kind`](StoreError::kind) tells a caller whether trying
+/// again can help.
 ///
 /// ```
-/// use idem::StoreError;
+/// use idem::{StoreError, StoreErrorKind};
 ///
 /// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
 /// let err = StoreError::new("redis", io);
 /// assert_eq!(err.to_string(), "redis store failed: refused");
+/// assert_eq!(err.kind(), StoreErrorKind::Unavailable);
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[error("{backend} store failed: {source}")]
 pub struct StoreError {
     backend: &'static str,
+    kind: StoreErrorKind,
     #[source]
     source: Box<dyn std::error::Error + Send + Sync>,
 }
 
+/// Whether a store's failure may pass by itself.
+///
+/// ```
+/// use idem::StoreErrorKind;
+/// assert!(StoreErrorKind::Unavailable.is_transient());
+/// assert!(!StoreErrorKind::Misconfigured.is_transient());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// Unreachable, timed out, failed over, or refused for now: the same
+    /// call may succeed later.
+    Unavailable,
+    /// The store or its settings cannot work (a Redis that may evict keys,
+    /// missing tables, a bad URL): an operator must act before any call
+    /// can succeed.
+    Misconfigured,
+    /// The store cannot do what was asked of it (a feature it lacks).
+    Unsupported,
+}
+
+impl StoreErrorKind {
+    /// Whether trying the same call again later can succeed.
+    pub const fn is_transient(self) -> bool {
+        matches!(self, StoreErrorKind::Unavailable)
+    }
+}
+
 impl StoreError {
-    /// Wraps a backend's own error.
+    /// Wraps a backend's own error as [`StoreErrorKind::Unavailable`].
     pub fn new(
         backend: &'static str,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
+        Self::with_kind(backend, StoreErrorKind::Unavailable, source)
+    }
+
+    /// Wraps a backend's own error as [`StoreErrorKind::Misconfigured`].
+    ///
+    /// ```
+    /// let err = idem::StoreError::misconfigured("redis", "maxmemory-policy allkeys-lru may evict claims");
+    /// assert_eq!(err.kind(), idem::StoreErrorKind::Misconfigured);
+    /// ```
+    pub fn misconfigured(
+        backend: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::with_kind(backend, StoreErrorKind::Misconfigured, source)
+    }
+
+    /// Wraps a backend's own error as [`StoreErrorKind::Unsupported`].
+    ///
+    /// ```
+    /// let err = idem::StoreError::unsupported("memory", "no transactions");
+    /// assert_eq!(err.kind(), idem::StoreErrorKind::Unsupported);
+    /// ```
+    pub fn unsupported(
+        backend: &'static str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::with_kind(backend, StoreErrorKind::Unsupported, source)
+    }
+
+    fn with_kind(
+        backend: &'static str,
+        kind: StoreErrorKind,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
         Self {
             backend,
+            kind,
             source: source.into(),
         }
     }
@@ -144,6 +259,11 @@ impl StoreError {
     /// Which backend failed (`"memory"`, `"redis"`, …).
     pub fn backend(&self) -> &'static str {
         self.backend
+    }
+
+    /// Whether the failure may pass by itself.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
     }
 }
 

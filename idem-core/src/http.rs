@@ -156,6 +156,12 @@ impl From<&Error> for Problem {
                 },
             )
             .retry_after(Duration::from_secs(1)),
+            Error::Store(err) if !err.kind().is_transient() => Problem::new(
+                status,
+                "store-misconfigured",
+                "Idempotency store misconfigured",
+                "The server's idempotency store cannot work as configured; retrying will not help until it is fixed.",
+            ),
             Error::Store(_) => Problem::new(
                 status,
                 "store-unavailable",
@@ -196,7 +202,7 @@ impl From<&Error> for Problem {
                 status,
                 "not-configured",
                 "Idempotency not configured",
-                "The server has no idempotency store configured.",
+                "An idempotent function of the server ran without a store: the service must call idem::install at startup or name its store.",
             ),
         }
     }

@@ -201,11 +201,27 @@ pub fn install(handle: Idempotency) {
     DEFAULT.store(Some(Arc::new(handle)));
 }
 
-/// The installed handle, or `Error::NotConfigured`.
+/// The installed handle, or `Error::NotConfigured`, which is also logged
+/// as a `tracing` error (and written to stderr once when no subscriber is
+/// set), since a service missing `idem::install` fails every call.
+///
+/// ```
+/// assert!(matches!(idem::installed(), Err(idem::Error::NotConfigured)));
+/// ```
 pub fn installed() -> Result<Idempotency, Error> {
-    DEFAULT
-        .load()
-        .as_deref()
-        .cloned()
-        .ok_or(Error::NotConfigured)
+    match DEFAULT.load().as_deref() {
+        Some(handle) => Ok(handle.clone()),
+        None => Err(not_configured()),
+    }
+}
+
+#[cold]
+fn not_configured() -> Error {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let error = Error::NotConfigured;
+    tracing::error!(%error, "idem: call idem::install at startup");
+    if !tracing::dispatcher::has_been_set() {
+        WARNED.call_once(|| eprintln!("idem: {error}"));
+    }
+    error
 }

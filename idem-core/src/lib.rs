@@ -39,9 +39,9 @@ pub mod store;
 
 pub mod admin;
 
-pub use call::{Call, DEFAULT_LEASE, DEFAULT_TTL, Reported};
+pub use call::{Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, Ran, Reported};
 pub use context::child_key;
-pub use error::{CodecError, Error, StoreError};
+pub use error::{CodecError, Error, StoreError, StoreErrorKind};
 pub use idempotency::{
     DEFAULT_MAX_RECORD_BYTES, Idempotency, IdempotencyBuilder, install, installed,
 };

@@ -10,24 +10,40 @@ use crate::record::{self, Outcome};
 ///
 /// Chosen with [`Call::errors`](crate::Call::errors): [`ReleaseErrors`] (the
 /// default), or [`StoreErrorsIf`] built by [`replay_errors`] or
-/// [`store_errors_if`].
+/// [`store_errors_if`]. Sealed: the runtime owns the stored record's
+/// format, so only these policies implement it; what a policy decides is
+/// [`stores`](ErrorPolicy::stores).
 ///
 /// ```
 /// use idem::ErrorPolicy;
 /// #[derive(Debug, serde::Serialize, serde::Deserialize)]
 /// enum PayError { Declined, Timeout }
 /// let policy = idem::store_errors_if(|e: &PayError| matches!(e, PayError::Declined));
-/// assert!(policy.record(&PayError::Declined, 1 << 20).is_some());
-/// assert!(policy.record(&PayError::Timeout, 1 << 20).is_none());
-/// assert!(ErrorPolicy::<PayError>::record(&idem::ReleaseErrors, &PayError::Declined, 1 << 20).is_none());
+/// assert!(policy.stores(&PayError::Declined));
+/// assert!(!policy.stores(&PayError::Timeout));
+/// assert!(!ErrorPolicy::<PayError>::stores(&idem::ReleaseErrors, &PayError::Declined));
 /// ```
-pub trait ErrorPolicy<E> {
+pub trait ErrorPolicy<E>: sealed::Sealed {
+    /// Whether `error` is stored and replayed to duplicates (`true`) or
+    /// released so that a retry runs the body again (`false`).
+    fn stores(&self, error: &E) -> bool;
     /// The record that stores this error for duplicates (encoded within
-    /// `limit` bytes, or why it cannot be), or `None` when the error is
-    /// released so that a retry runs the body again.
+    /// `limit` bytes, or why it cannot be), or `None` when it is released.
+    #[doc(hidden)]
     fn record(&self, error: &E, limit: usize) -> Option<Result<Vec<u8>, CodecError>>;
     /// Decodes a stored error.
+    #[doc(hidden)]
     fn decode(&self, record: &[u8]) -> Result<E, CodecError>;
+}
+
+mod sealed {
+    /// Keeps [`ErrorPolicy`](super::ErrorPolicy) to the runtime's own
+    /// policies: public in a private module, so nameable by no one else.
+    #[allow(unreachable_pub)]
+    pub trait Sealed {}
+    impl Sealed for super::ReleaseErrors {}
+    impl<F> Sealed for super::StoreErrorsIf<F> {}
+    impl<E> Sealed for crate::__private::CheckedPolicy<E> {}
 }
 
 /// Every `Err` releases the claim, so the next call runs the body again.
@@ -45,6 +61,9 @@ pub trait ErrorPolicy<E> {
 pub struct ReleaseErrors;
 
 impl<E> ErrorPolicy<E> for ReleaseErrors {
+    fn stores(&self, _: &E) -> bool {
+        false
+    }
     fn record(&self, _: &E, _: usize) -> Option<Result<Vec<u8>, CodecError>> {
         None
     }
@@ -98,6 +117,9 @@ where
     E: Serialize + DeserializeOwned,
     F: Fn(&E) -> bool,
 {
+    fn stores(&self, error: &E) -> bool {
+        (self.0)(error)
+    }
     fn record(&self, error: &E, limit: usize) -> Option<Result<Vec<u8>, CodecError>> {
         (self.0)(error).then(|| encode_error(error, limit))
     }

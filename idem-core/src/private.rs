@@ -32,7 +32,6 @@ pub use crate::key::DerivedKey;
 pub use crate::observe::SiteLabels;
 use crate::{
     Call, CodecError, Digester, ErrorPolicy, Fingerprint, FingerprintError, KeyHasher, KeyPart,
-    Reported,
 };
 pub use crate::{Error, Idempotency, installed, replay_errors};
 
@@ -282,21 +281,6 @@ where
     )
 }
 
-/// Runs a call with the body's errors kept apart from idem's, and tells
-/// whether the result was replayed (for the facade's HTTP layer).
-pub fn run_apart<P, T, E, F, Fut>(
-    call: Call<P>,
-    body: F,
-) -> impl Future<Output = Reported<Result<T, Failed<E>>>>
-where
-    T: Serialize + DeserializeOwned,
-    P: ErrorPolicy<E>,
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-{
-    call.execute(body)
-}
-
 /// As [`run`], on a task of its own (`#[idempotent(detach)]`): the body
 /// runs on to completion when the caller's future is dropped.
 pub async fn run_detached<R, T, E, P, F, Fut>(call: Call<P>, errors: ErrorType<E>, body: F) -> R
@@ -331,6 +315,9 @@ pub struct CheckedPolicy<E> {
 }
 
 impl<E> ErrorPolicy<E> for CheckedPolicy<E> {
+    fn stores(&self, error: &E) -> bool {
+        (self.stores)(error)
+    }
     fn record(&self, error: &E, limit: usize) -> Option<Result<Vec<u8>, CodecError>> {
         (self.stores)(error).then(|| (self.encode)(error, limit))
     }
@@ -351,38 +338,6 @@ pub fn store_if<E: StoredError + ReplayedError>(predicate: fn(&E) -> bool) -> Ch
         encode: crate::policy::encode_error::<E>,
         decode: crate::policy::decode_error::<E>,
     }
-}
-
-/// Encodes an `Ok` value as a completed call would, with no size limit
-/// (for the benchmarks and the fuzzer).
-pub fn encode_record<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
-    crate::record::encode(crate::record::Outcome::Ok, value, usize::MAX)
-}
-
-/// Decodes a stored record's value, as a replay would (for the facade's
-/// HTTP layer and the fuzzer).
-pub fn decode_record<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
-    let parsed = crate::record::parse(bytes)?;
-    match parsed.outcome {
-        crate::record::Outcome::NotStored => Err(parsed.not_stored()),
-        _ => parsed.decode(),
-    }
-}
-
-/// Parses and decodes arbitrary bytes as a record, for the fuzzer
-/// (`fuzz/`): every input is a value or a `CodecError`, never a panic.
-pub fn fuzz_record(bytes: &[u8]) -> Result<serde_json::Value, CodecError> {
-    let parsed = crate::record::parse(bytes)?;
-    parsed.check_version(0)?;
-    // Typed too: nested options, floats and non-string keys take the
-    // format 3 escapes' other paths than `deserialize_any`.
-    type Typed = Vec<(
-        Option<Option<f64>>,
-        std::collections::BTreeMap<(u8, String), Option<f32>>,
-        u128,
-    )>;
-    let _ = decode_record::<Typed>(bytes);
-    decode_record(bytes)
 }
 
 #[cfg(test)]

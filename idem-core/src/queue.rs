@@ -8,8 +8,9 @@
 //! | --- | --- |
 //! | `Ok`, first run or replay | `Ack` |
 //! | a stored `Err` (`errors = "replay"` or a predicate that says so), first run or replay | `Ack`: the answer is final |
-//! | a released `Err`, `Error::Store`, `Error::InProgress`, `Error::LeaseLost`, `Error::NotConfigured`, `Error::InvalidOption`, `Error::InvalidStep` | `Retry { after }`: negative ack with a delay |
-//! | `Error::FingerprintMismatch` (same id, other payload), `Error::Codec`, `Error::InvalidKey` | `Reject`: a poison message, dead-lettered, never retried |
+//! | `Error::Codec(CodecError::NotStored(_))`: the first delivery's body ran, its result could not be stored | `Ack`: running it again would repeat its effect |
+//! | a released `Err`, `Error::Store` of a [transient](crate::StoreErrorKind::is_transient) kind, `Error::InProgress`, `Error::LeaseLost`, `Error::NotConfigured`, `Error::InvalidOption`, `Error::InvalidStep` | `Retry { after }`: negative ack with a delay |
+//! | `Error::FingerprintMismatch` (same id, other payload), any other `Error::Codec`, `Error::InvalidKey`, `Error::Store` of a kind that does not pass by itself (a misconfigured or unsupported store) | `Reject`: dead-lettered, never retried; re-drive it once the cause is fixed |
 //!
 //! Three ways in:
 //!
@@ -92,6 +93,10 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
 ///     Disposition::Reject => message.term(),              // JetStream: AckKind::Term
 /// }
 /// ```
+///
+/// Exhaustive on purpose: every consumer maps each disposition to a broker
+/// action, so a new one must be a compile error there, not a wildcard arm
+/// that tells the broker something nobody chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Disposition {
     /// Done (now, or by an earlier delivery): acknowledge.
@@ -176,6 +181,11 @@ impl Disposition {
     /// use idem::queue::{DEFAULT_RETRY_AFTER, Disposition};
     /// assert_eq!(Disposition::of_error(&idem::Error::NotConfigured),
     ///            Disposition::Retry { after: DEFAULT_RETRY_AFTER });
+    /// let down = idem::StoreError::new("redis", "connection refused");
+    /// assert_eq!(Disposition::of_error(&down.into()),
+    ///            Disposition::Retry { after: DEFAULT_RETRY_AFTER });
+    /// let evicting = idem::StoreError::misconfigured("redis", "maxmemory-policy allkeys-lru");
+    /// assert_eq!(Disposition::of_error(&evicting.into()), Disposition::Reject);
     /// ```
     pub fn of_error(error: &Error) -> Disposition {
         match error {
@@ -187,6 +197,8 @@ impl Disposition {
             Error::FingerprintMismatch { .. } | Error::Codec(_) | Error::InvalidKey(_) => {
                 Disposition::Reject
             }
+            // Redelivery cannot fix a store an operator must fix first.
+            Error::Store(err) if !err.kind().is_transient() => Disposition::Reject,
             _ => Disposition::Retry {
                 after: DEFAULT_RETRY_AFTER,
             },
@@ -247,6 +259,7 @@ impl AsIdemError for Box<dyn std::error::Error + Send + Sync> {
 /// # }
 /// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Processed<T, E> {
     /// The handler's result, its own or replayed.
     pub result: Result<T, E>,

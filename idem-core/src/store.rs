@@ -48,7 +48,16 @@ impl Token {
 }
 
 /// What a caller asks for when it claims a key.
+///
+/// ```
+/// use std::time::Duration;
+/// use idem::store::{Claim, Token};
+/// let claim = Claim::new(Token::random(), idem::fingerprint::Fingerprint::of(&"payload").unwrap(),
+///                        Duration::from_secs(30), "app::charge");
+/// assert_eq!(claim.lease, Duration::from_secs(30));
+/// ```
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Claim {
     /// The token the claim will hold if won.
     pub token: Token,
@@ -63,11 +72,41 @@ pub struct Claim {
     pub site: &'static str,
 }
 
-/// The store's answer to a claim.
+impl Claim {
+    /// A claim of `lease` with `token`, for a payload of `fingerprint`,
+    /// made at the call site named `site`.
+    pub const fn new(
+        token: Token,
+        fingerprint: Fingerprint,
+        lease: Duration,
+        site: &'static str,
+    ) -> Self {
+        Self {
+            token,
+            fingerprint,
+            lease,
+            site,
+        }
+    }
+}
+
+/// The store's answer to a claim. Stores build it with
+/// [`won`](ClaimOutcome::won), [`in_progress`](ClaimOutcome::in_progress)
+/// and [`completed`](ClaimOutcome::completed), so that a later release can
+/// add a field.
+///
+/// ```
+/// use std::time::Duration;
+/// use idem::store::ClaimOutcome;
+/// let answer = ClaimOutcome::won(false, Vec::new());
+/// assert!(matches!(answer, ClaimOutcome::Won { took_over: false, .. }));
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum ClaimOutcome {
     /// The claim is ours: the key was free, expired, or its holder's lease
     /// ran out (`took_over`).
+    #[non_exhaustive]
     Won {
         /// Whether an expired in-progress claim of another caller was taken
         /// over.
@@ -79,6 +118,7 @@ pub enum ClaimOutcome {
         steps: Vec<(StepId, Bytes)>,
     },
     /// Another caller holds the key.
+    #[non_exhaustive]
     InProgress {
         /// The holder's fingerprint.
         fingerprint: Fingerprint,
@@ -86,6 +126,7 @@ pub enum ClaimOutcome {
         retry_after: Duration,
     },
     /// The key was completed; here is its record.
+    #[non_exhaustive]
     Completed {
         /// The fingerprint the record was made with.
         fingerprint: Fingerprint,
@@ -97,6 +138,32 @@ pub enum ClaimOutcome {
     },
 }
 
+impl ClaimOutcome {
+    /// The claim is ours; `took_over` when an expired claim of another
+    /// caller was taken over, with the `steps` an earlier attempt saved.
+    pub fn won(took_over: bool, steps: Vec<(StepId, Bytes)>) -> Self {
+        ClaimOutcome::Won { took_over, steps }
+    }
+
+    /// Another caller holds the key with a payload of `fingerprint`, for
+    /// `retry_after` more by the store's clock.
+    pub fn in_progress(fingerprint: Fingerprint, retry_after: Duration) -> Self {
+        ClaimOutcome::InProgress {
+            fingerprint,
+            retry_after,
+        }
+    }
+
+    /// The key was completed with `record`, which lives `expires_in` more.
+    pub fn completed(fingerprint: Fingerprint, record: Bytes, expires_in: Duration) -> Self {
+        ClaimOutcome::Completed {
+            fingerprint,
+            record,
+            expires_in,
+        }
+    }
+}
+
 /// Whether a fenced step (complete, release, renew) found our claim.
 ///
 /// The two ways of losing a claim are told apart so that the caller's
@@ -104,6 +171,7 @@ pub enum ClaimOutcome {
 /// answers [`Fence::Expired`] only when it knows that nobody holds the
 /// key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fence {
     /// The claim was still ours; the step took effect.
     Held,

@@ -171,15 +171,14 @@ impl Store for MemoryStore {
         let took_over = match shard.entries.get(key) {
             Some(entry) if entry.until > now => {
                 return Ok(match &entry.state {
-                    State::Completed(record) => ClaimOutcome::Completed {
-                        fingerprint: entry.fingerprint,
-                        record: record.clone(),
-                        expires_in: entry.until - now,
-                    },
-                    State::InProgress(_) => ClaimOutcome::InProgress {
-                        fingerprint: entry.fingerprint,
-                        retry_after: entry.until - now,
-                    },
+                    State::Completed(record) => ClaimOutcome::completed(
+                        entry.fingerprint,
+                        record.clone(),
+                        entry.until - now,
+                    ),
+                    State::InProgress(_) => {
+                        ClaimOutcome::in_progress(entry.fingerprint, entry.until - now)
+                    }
                 });
             }
             Some(entry) => matches!(entry.state, State::InProgress(_)),
@@ -196,10 +195,7 @@ impl Store for MemoryStore {
                 until: now + claim.lease,
             },
         );
-        Ok(ClaimOutcome::Won {
-            took_over,
-            steps: shard.steps.finished(key, now),
-        })
+        Ok(ClaimOutcome::won(took_over, shard.steps.finished(key, now)))
     }
 
     async fn complete(

@@ -22,7 +22,10 @@ use sqlx::postgres::{PgPool, PgRow};
 
 use conns::Conns;
 use exec::Affected;
-use statements::{BACKEND, ClaimBytes, Sql, micros};
+use statements::{ClaimBytes, Sql, micros};
+
+/// The backend's name in a `StoreError`.
+const BACKEND: &str = "postgres";
 
 pub use builder::PostgresStoreBuilder;
 pub use tx::{InTransaction, TxHandle};

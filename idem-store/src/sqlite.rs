@@ -352,19 +352,13 @@ impl Store for SqliteStore {
                     let held_by: Vec<u8> = row.try_get(0).map_err(err)?;
                     let fp = fingerprint(row.try_get(1).map_err(err)?)?;
                     return Ok(match record {
-                        None if held_by == token => ClaimOutcome::Won {
-                            took_over: false,
-                            steps: steps::load(&self.pool, record_key).await?,
-                        },
-                        None => ClaimOutcome::InProgress {
-                            fingerprint: fp,
-                            retry_after: remaining(left),
-                        },
-                        Some(record) => ClaimOutcome::Completed {
-                            fingerprint: fp,
-                            record: Bytes::from(record),
-                            expires_in: remaining(left),
-                        },
+                        None if held_by == token => {
+                            ClaimOutcome::won(false, steps::load(&self.pool, record_key).await?)
+                        }
+                        None => ClaimOutcome::in_progress(fp, remaining(left)),
+                        Some(record) => {
+                            ClaimOutcome::completed(fp, Bytes::from(record), remaining(left))
+                        }
                     });
                 }
                 took_over = record.is_none();
@@ -385,7 +379,7 @@ impl Store for SqliteStore {
                     true => steps::load(&self.pool, record_key).await?,
                     false => Vec::new(),
                 };
-                return Ok(ClaimOutcome::Won { took_over, steps });
+                return Ok(ClaimOutcome::won(took_over, steps));
             }
         }
         Err(StoreError::new(

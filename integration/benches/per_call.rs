@@ -298,14 +298,13 @@ fn main() {
             }
             "encode-u64" => {
                 for i in 0..n {
-                    std::hint::black_box(idem::__private::encode_record(&i).unwrap());
+                    std::hint::black_box(idem::admin::encode_record(&i).unwrap());
                 }
             }
             "decode-u64" => {
-                let bytes = idem::__private::encode_record(&918_273u64).unwrap();
+                let bytes = idem::admin::encode_record(&918_273u64).unwrap();
                 for _ in 0..n {
-                    let v: u64 =
-                        idem::__private::decode_record(std::hint::black_box(&bytes)).unwrap();
+                    let v: u64 = idem::admin::decode_record(std::hint::black_box(&bytes)).unwrap();
                     std::hint::black_box(v);
                 }
             }

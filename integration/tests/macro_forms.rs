@@ -612,12 +612,12 @@ async fn the_derived_key_finds_records_of_earlier_releases() {
     for (i, byte) in bytes.iter_mut().enumerate() {
         *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
     }
-    let claim = idem::store::Claim {
-        token: idem::store::Token::random(),
-        fingerprint: idem::fingerprint::Fingerprint::NONE,
-        lease: Duration::from_secs(5),
-        site: "test",
-    };
+    let claim = idem::store::Claim::new(
+        idem::store::Token::random(),
+        idem::fingerprint::Fingerprint::NONE,
+        Duration::from_secs(5),
+        "test",
+    );
     let found = DERIVED
         .store()
         .claim(&idem::key::RecordKey::from_bytes(bytes), &claim)

@@ -34,12 +34,7 @@ async fn store(test: &str) -> PostgresStore {
 idem_conformance::suite!(async { Idempotency::new(store("conf").await) });
 
 fn claim(lease: Duration) -> Claim {
-    Claim {
-        token: Token::random(),
-        fingerprint: Fingerprint::NONE,
-        lease,
-        site: "postgres-test",
-    }
+    Claim::new(Token::random(), Fingerprint::NONE, lease, "postgres-test")
 }
 
 async fn admin() -> PgConnection {

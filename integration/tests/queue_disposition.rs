@@ -119,12 +119,12 @@ async fn an_unreachable_store_is_retried_and_the_body_does_not_run() {
     let mut holders = Vec::new();
     for i in 0..2000u32 {
         let store = idem.store().clone();
-        let claim = idem::store::Claim {
-            token: idem::store::Token::random(),
-            fingerprint: idem::fingerprint::Fingerprint::NONE,
-            lease: Duration::from_secs(60),
-            site: "queue",
-        };
+        let claim = idem::store::Claim::new(
+            idem::store::Token::random(),
+            idem::fingerprint::Fingerprint::NONE,
+            Duration::from_secs(60),
+            "queue",
+        );
         holders.push(
             store
                 .claim(&idem::key::RecordKey::new("billing", &i), &claim)

@@ -140,11 +140,11 @@ struct Seeded(Bytes);
 #[async_trait]
 impl Store for Seeded {
     async fn claim(&self, _: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        Ok(ClaimOutcome::Completed {
-            fingerprint: claim.fingerprint,
-            record: self.0.clone(),
-            expires_in: Duration::from_secs(60),
-        })
+        Ok(ClaimOutcome::completed(
+            claim.fingerprint,
+            self.0.clone(),
+            Duration::from_secs(60),
+        ))
     }
     async fn complete(
         &self,

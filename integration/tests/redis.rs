@@ -107,12 +107,12 @@ async fn a_completed_record_reports_no_more_than_its_stored_ttl() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let claim = Claim {
-        token: Token::random(),
-        fingerprint: Fingerprint::NONE,
-        lease: Duration::from_secs(30),
-        site: "redis-test",
-    };
+    let claim = Claim::new(
+        Token::random(),
+        Fingerprint::NONE,
+        Duration::from_secs(30),
+        "redis-test",
+    );
     match store.claim(&key, &claim).await.unwrap() {
         ClaimOutcome::Completed {
             record, expires_in, ..

@@ -71,12 +71,7 @@ async fn purge_expired_deletes_only_expired_rows() {
             short
         };
         let key = RecordKey::new("purge", &i);
-        let claim = Claim {
-            token: Token::random(),
-            fingerprint: Fingerprint::NONE,
-            lease: life,
-            site: "sqlite-test",
-        };
+        let claim = Claim::new(Token::random(), Fingerprint::NONE, life, "sqlite-test");
         assert!(matches!(
             store.claim(&key, &claim).await.unwrap(),
             ClaimOutcome::Won { .. }

@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::{oneshot, watch};
 use tower::Service;
 
-use crate::__private::{Failed, run_apart};
+use crate::Failed;
 use crate::fingerprint::Fingerprint;
 use crate::http::answers::{failed_attempt, replay, response_failed, too_large};
 use crate::http::flights::{Ended, Joined};
@@ -166,10 +166,9 @@ where
     let mut rest = None;
     let (reply_slot, rest_slot) = (&mut reply, &mut rest);
     let call = call.wait(wait).fingerprint_digest(fingerprint);
-    let reported = run_apart(call, || {
-        attempt(config, inner, request, &scope, reply_slot, rest_slot)
-    })
-    .await;
+    let reported = call
+        .run_apart(|| attempt(config, inner, request, &scope, reply_slot, rest_slot))
+        .await;
     let ended = answer(
         config,
         &route,

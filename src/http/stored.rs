@@ -173,7 +173,7 @@ fn escaped_len(text: &str) -> usize {
 /// (`fuzz/`): any input is an answer or a `CodecError`, never a panic.
 #[doc(hidden)]
 pub fn fuzz_stored_response(bytes: &[u8]) -> Result<Response, crate::CodecError> {
-    crate::__private::decode_record::<StoredResponse>(bytes).map(|stored| stored.replay())
+    crate::admin::decode_record::<StoredResponse>(bytes).map(|stored| stored.replay())
 }
 
 #[cfg(test)]

@@ -327,6 +327,7 @@ pub async fn step_fencing_at_the_store(idem: Idempotency) {
     let ClaimOutcome::Won {
         took_over,
         mut steps,
+        ..
     } = store.claim(&key, &third).await.unwrap()
     else {
         panic!("the released key was not won")

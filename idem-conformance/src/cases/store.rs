@@ -81,6 +81,7 @@ async fn expect_in_progress(store: &dyn Store, key: &RecordKey, held: &Claim) {
         ClaimOutcome::InProgress {
             fingerprint,
             retry_after,
+            ..
         } => {
             assert_eq!(fingerprint, held.fingerprint);
             assert!(
@@ -107,6 +108,7 @@ async fn expect_completed(store: &dyn Store, key: &RecordKey, done: &Claim, byte
             fingerprint,
             record,
             expires_in,
+            ..
         } => {
             assert!(
                 expires_in <= done.lease && expires_in > done.lease - Duration::from_secs(2),

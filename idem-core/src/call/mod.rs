@@ -75,7 +75,8 @@ pub struct Call<P = ReleaseErrors> {
 
 /// What a call's result is before the edge: the body's error kept apart
 /// from idem's.
-pub(crate) type Ran<T, E> = Reported<Result<T, Failed<E>>>;
+/// What [`Call::run_apart`] answers.
+pub type Ran<T, E> = Reported<Result<T, Failed<E>>>;
 
 impl Call {
     pub(crate) fn new<S: KeyPart + ?Sized, K: KeyPart + ?Sized>(
@@ -163,6 +164,34 @@ impl<P> Call<P> {
         Fut: Future<Output = Result<T, E>>,
     {
         self.execute(body).await.converted(E::from)
+    }
+
+    /// As [`run_reported`](Call::run_reported), with the body's errors
+    /// kept apart from idem's own in a [`Failed`], so `E` needs no
+    /// `From<idem::Error>`: for integrations that answer the two
+    /// differently (an HTTP layer, a job runner).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use idem::Failed;
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let out = idem
+    ///     .call("jobs", "job-1")
+    ///     .run_apart(|| async { Err::<u8, &str>("declined") })
+    ///     .await;
+    /// assert!(matches!(out.result, Err(Failed::Body { error: "declined", stored: false, .. })));
+    /// let empty = idem.call("jobs", "").run_apart(|| async { Ok::<u8, ()>(1) }).await;
+    /// assert!(matches!(empty.result, Err(Failed::Idem(idem::Error::InvalidKey(_)))));
+    /// # }
+    /// ```
+    pub fn run_apart<T, E, F, Fut>(self, body: F) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.execute(body)
     }
 
     /// As [`run`](Call::run), on `store` instead of the handle's: for a
@@ -311,12 +340,12 @@ impl<P> Call<P> {
             if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
                 return self.replayed(&hit.fingerprint, &hit.record, &span);
             }
-            let claim = Claim {
-                token: Token::random(),
-                fingerprint: self.fingerprint,
-                lease: self.effective_lease(),
-                site: self.site.name(),
-            };
+            let claim = Claim::new(
+                Token::random(),
+                self.fingerprint,
+                self.effective_lease(),
+                self.site.name(),
+            );
             let finished = match self
                 .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
                 .await

@@ -18,6 +18,7 @@ use crate::Error;
 /// # }
 /// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Reported<R> {
     /// The function's result: its own, or the stored one.
     pub result: R,
@@ -30,16 +31,18 @@ pub struct Reported<R> {
     pub stored: bool,
 }
 
-/// An `Err` inside the runtime: the body's own, or idem's.
+/// A call's `Err` as [`Call::run_apart`](crate::Call::run_apart) answers
+/// it: the body's own, or idem's.
 ///
 /// ```
-/// use idem::__private::Failed;
+/// use idem::Failed;
 /// let failed: Failed<String> = Failed::Idem(idem::Error::NotConfigured);
 /// assert!(matches!(failed.into_error(|err| err.to_string()), s if s.contains("configured")));
 /// ```
 #[derive(Debug)]
 pub enum Failed<E> {
     /// The body's error; `stored` when the policy kept it for duplicates.
+    #[non_exhaustive]
     Body {
         /// The body's own error, or the stored one replayed.
         error: E,

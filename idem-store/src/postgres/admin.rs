@@ -13,7 +13,8 @@ use idem_core::store::async_trait;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 
-use super::statements::{BACKEND, PgQuery, micros};
+use super::BACKEND;
+use super::statements::{PgQuery, micros};
 use super::{PostgresStore, Source};
 
 /// The columns every answer reads; the record's bytes come after them.
@@ -42,16 +43,17 @@ fn info(row: &PgRow) -> Result<RecordInfo, StoreError> {
     let fingerprint: [u8; 32] = fingerprint.try_into().map_err(|_| corrupt("fingerprint"))?;
     let record: Option<Vec<u8>> = row.try_get(7).map_err(read)?;
     let state = RecordState::of(left > 0, in_progress);
-    Ok(RecordInfo {
-        key: RecordKey::from_bytes(key),
-        site: row.try_get(1).map_err(read)?,
+    let mut info = RecordInfo::new(
+        RecordKey::from_bytes(key),
         state,
-        age: age.map(micros_to),
-        expires_in: (left > 0).then(|| micros_to(left)),
-        fingerprint: Fingerprint::from_bytes(fingerprint),
-        size: size as usize,
-        record: record.map(Bytes::from),
-    })
+        Fingerprint::from_bytes(fingerprint),
+    );
+    info.site = row.try_get(1).map_err(read)?;
+    info.age = age.map(micros_to);
+    info.expires_in = (left > 0).then(|| micros_to(left));
+    info.size = size as usize;
+    info.record = record.map(Bytes::from);
+    Ok(info)
 }
 
 impl PostgresStore {
@@ -180,11 +182,11 @@ impl Admin for PostgresStore {
                 .map_err(|err| StoreError::new(BACKEND, err))?;
             Ok(n.max(0) as u64)
         };
-        Ok(Stats {
-            in_progress: count(0)?,
-            completed: count(1)?,
-            expired: count(2)?,
-            bytes: count(3)?,
-        })
+        let mut stats = Stats::default();
+        stats.in_progress = count(0)?;
+        stats.completed = count(1)?;
+        stats.expired = count(2)?;
+        stats.bytes = count(3)?;
+        Ok(stats)
     }
 }

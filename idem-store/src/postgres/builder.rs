@@ -6,8 +6,9 @@ use std::time::Duration;
 use idem_core::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
+use super::BACKEND;
 use super::conns::Conns;
-use super::statements::{BACKEND, Sql};
+use super::statements::Sql;
 use super::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_PURGE_BATCH,
     DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TABLE, Inner, PostgresStore, Source,
@@ -152,7 +153,9 @@ impl PostgresStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn connect(self, url: &str) -> Result<PostgresStore, StoreError> {
-        let options: PgConnectOptions = url.parse().map_err(|err| StoreError::new(BACKEND, err))?;
+        let options: PgConnectOptions = url
+            .parse()
+            .map_err(|err| StoreError::misconfigured(BACKEND, err))?;
         self.connect_with(options).await
     }
 

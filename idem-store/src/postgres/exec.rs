@@ -10,8 +10,9 @@ use idem_core::store::Fence;
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
 
+use super::BACKEND;
 use super::conns::lost_connection;
-use super::statements::{BACKEND, PgQuery};
+use super::statements::PgQuery;
 use super::{PostgresStore, Source};
 
 /// A statement on its way, boxed: a future in the trait itself would not

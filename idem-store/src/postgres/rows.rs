@@ -9,7 +9,8 @@ use idem_core::store::ClaimOutcome;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 
-use super::statements::{self, BACKEND};
+use super::BACKEND;
+use super::statements;
 use super::steps;
 
 /// Reads the claim statement's row: outcome, fingerprint, record,
@@ -23,19 +24,16 @@ type Failure = Box<dyn std::error::Error + Send + Sync>;
 fn read(row: &PgRow) -> Result<ClaimOutcome, Failure> {
     let outcome: i32 = row.try_get(0)?;
     Ok(match outcome {
-        statements::WON | statements::TOOK_OVER => ClaimOutcome::Won {
-            took_over: outcome == statements::TOOK_OVER,
-            steps: steps::parse(row.try_get(4)?)?,
-        },
-        statements::IN_PROGRESS => ClaimOutcome::InProgress {
-            fingerprint: fingerprint(row)?,
-            retry_after: remaining(row)?,
-        },
-        statements::COMPLETED => ClaimOutcome::Completed {
-            fingerprint: fingerprint(row)?,
-            record: Bytes::from(row.try_get::<Vec<u8>, _>(2)?),
-            expires_in: remaining(row)?,
-        },
+        statements::WON | statements::TOOK_OVER => ClaimOutcome::won(
+            outcome == statements::TOOK_OVER,
+            steps::parse(row.try_get(4)?)?,
+        ),
+        statements::IN_PROGRESS => ClaimOutcome::in_progress(fingerprint(row)?, remaining(row)?),
+        statements::COMPLETED => ClaimOutcome::completed(
+            fingerprint(row)?,
+            Bytes::from(row.try_get::<Vec<u8>, _>(2)?),
+            remaining(row)?,
+        ),
         other => return Err(format!("unknown claim outcome {other}").into()),
     })
 }

@@ -9,6 +9,8 @@
 use std::time::Duration;
 
 use idem_core::StoreError;
+
+use super::BACKEND;
 use idem_core::store::Claim;
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
@@ -20,9 +22,6 @@ impl super::PostgresStore {
         &self.inner.sql
     }
 }
-
-/// The backend's name in a `StoreError`.
-pub(super) const BACKEND: &str = "postgres";
 
 /// A statement with its parameters bound.
 pub(super) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
@@ -135,7 +134,7 @@ impl Sql {
     pub(super) fn store_error(&self, err: sqlx::Error) -> StoreError {
         let code = err.as_database_error().and_then(|db| db.code());
         if matches!(code.as_deref(), Some("42P01" | "42883" | "3F000")) {
-            return StoreError::new(
+            return StoreError::misconfigured(
                 BACKEND,
                 format!(
                     "{err}: the table {} is not set up; call `PostgresStore::migrate()` once at startup (it is idempotent and safe to run from every replica)",
@@ -157,7 +156,7 @@ fn check_identifier(what: &str, name: &str, max: usize) -> Result<(), StoreError
     if plain && name.len() <= max {
         Ok(())
     } else {
-        Err(StoreError::new(
+        Err(StoreError::misconfigured(
             BACKEND,
             format!(
                 "invalid {what} name {name:?}: use ASCII letters, digits and '_', not starting with a digit, at most {max} bytes"

@@ -49,9 +49,7 @@ pub(super) fn parse(cells: Option<Vec<Vec<u8>>>) -> Result<Vec<(StepId, Bytes)>,
             let id = cell
                 .get(..16)
                 .and_then(|id| <[u8; 16]>::try_from(id).ok())
-                .ok_or_else(|| {
-                    StoreError::new(super::statements::BACKEND, "a stored step is cut short")
-                })?;
+                .ok_or_else(|| StoreError::new(super::BACKEND, "a stored step is cut short"))?;
             let mut value = Bytes::from(cell);
             Ok((StepId::from_bytes(id), value.split_off(16)))
         })

@@ -12,10 +12,11 @@ use sqlx::Postgres;
 use sqlx::postgres::{PgConnection, PgRow};
 use tokio::sync::Mutex;
 
+use super::BACKEND;
 use super::PostgresStore;
 use super::exec::{Affected, Answer};
 use super::rows::claim_outcome;
-use super::statements::{BACKEND, ClaimBytes, PgQuery, Sql};
+use super::statements::{ClaimBytes, PgQuery, Sql};
 
 mod handle;
 pub use handle::TxHandle;

@@ -31,7 +31,7 @@ impl RedisStore {
     /// The record keys under the prefix, one `SCAN` step at a time.
     async fn scan_step(&self, cursor: u64) -> Result<(u64, Vec<Vec<u8>>), StoreError> {
         if matches!(self.conn, Conn::Cluster(_)) {
-            return Err(StoreError::new(
+            return Err(StoreError::unsupported(
                 "redis",
                 "listing records is not supported on Redis Cluster (inspect and forget are)",
             ));
@@ -159,16 +159,13 @@ fn info(
             .map(|site| String::from_utf8_lossy(site).into_owned()),
         _ => None,
     };
-    Ok(RecordInfo {
-        key,
-        site,
-        state,
-        age,
-        expires_in: Some(left),
-        fingerprint,
-        size,
-        record,
-    })
+    let mut info = RecordInfo::new(key, state, fingerprint);
+    info.site = site;
+    info.age = age;
+    info.expires_in = Some(left);
+    info.size = size;
+    info.record = record;
+    Ok(info)
 }
 
 /// Since a claim was won, by the claimer's clock; `None` for a claim of a
@@ -216,7 +213,7 @@ impl Admin for RedisStore {
             match info.state {
                 RecordState::InProgress => stats.in_progress += 1,
                 RecordState::Completed => stats.completed += 1,
-                RecordState::Expired => stats.expired += 1,
+                _ => stats.expired += 1,
             }
             stats.bytes += info.size as u64;
         }

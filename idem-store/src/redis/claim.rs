@@ -103,10 +103,9 @@ fn with_steps(
     saved: redis::Value,
 ) -> Result<ClaimOutcome, StoreError> {
     match outcome? {
-        ClaimOutcome::Won { took_over, .. } => Ok(ClaimOutcome::Won {
-            took_over,
-            steps: steps::parse(saved)?,
-        }),
+        ClaimOutcome::Won { took_over, .. } => {
+            Ok(ClaimOutcome::won(took_over, steps::parse(saved)?))
+        }
         other => Ok(other),
     }
 }
@@ -120,12 +119,12 @@ mod tests {
 
     #[test]
     fn the_claim_is_sent_as_a_plain_set_would_send_it() {
-        let claim = Claim {
-            token: Token::random(),
-            fingerprint: Fingerprint::from_bytes([7; 32]),
-            lease: Duration::from_millis(30_000),
-            site: "orders::charge",
-        };
+        let claim = Claim::new(
+            Token::random(),
+            Fingerprint::from_bytes([7; 32]),
+            Duration::from_millis(30_000),
+            "orders::charge",
+        );
         let now = Duration::from_millis(1_700_000_000_123);
         let mut value = b"P".to_vec();
         value.extend_from_slice(&claim.token.to_bytes());

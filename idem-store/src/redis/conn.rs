@@ -11,7 +11,14 @@ use redis::{Cmd, ErrorKind, FromRedisValue, Script, ServerErrorKind};
 use super::{Conn, RedisStore, eviction};
 
 pub(super) fn store_error(err: redis::RedisError) -> StoreError {
-    StoreError::new("redis", err)
+    // A wrong password, URL or Sentinel master name does not pass by itself.
+    match err.kind() {
+        ErrorKind::AuthenticationFailed
+        | ErrorKind::InvalidClientConfig
+        | ErrorKind::MasterNameNotFoundBySentinel
+        | ErrorKind::EmptySentinelList => StoreError::misconfigured("redis", err),
+        _ => StoreError::new("redis", err),
+    }
 }
 
 impl RedisStore {

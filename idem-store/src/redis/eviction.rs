@@ -51,7 +51,7 @@ pub(super) fn check(policies: &[String], allow_eviction: bool) -> Result<(), Sto
             );
             return Ok(());
         }
-        return Err(StoreError::new(
+        return Err(StoreError::misconfigured(
             "redis",
             "the server's maxmemory-policy could not be read (CONFIG GET and INFO memory were both refused), so idem cannot tell whether Redis may evict its claims and records; set `maxmemory-policy noeviction` and allow `CONFIG GET`, or accept the risk with `RedisStore::builder().allow_eviction()`",
         ));
@@ -63,7 +63,7 @@ pub(super) fn check(policies: &[String], allow_eviction: bool) -> Result<(), Sto
         tracing::warn!(policy = %evicting, "idem: Redis may evict idempotency keys under memory pressure; allowed by allow_eviction()");
         return Ok(());
     }
-    Err(StoreError::new(
+    Err(StoreError::misconfigured(
         "redis",
         format!(
             "the server's maxmemory-policy is `{evicting}`: under memory pressure Redis may delete idem's claims and records (every idem key has a TTL), and a retry would then run the body again; set `maxmemory-policy noeviction` on the server (CONFIG SET maxmemory-policy noeviction, or the managed service's parameter group), or accept the risk with `RedisStore::builder().allow_eviction()`"

@@ -61,7 +61,7 @@ impl Scripts {
             complete: Script::new(COMPLETE),
             release: Script::new(RELEASE),
             renew: Script::new(RENEW),
-            save_step: Script::new(super::steps::SAVE),
+            save_step: Script::new(SAVE_STEP),
         }
     }
 }
@@ -74,3 +74,16 @@ pub(super) fn fence(answer: i64) -> Fence {
         _ => Fence::Expired,
     }
 }
+
+/// Saves one step if the record is still our claim: the fence and the
+/// write in one script.
+pub(super) const SAVE_STEP: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return -1 end
+if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  return 1
+end
+return 0
+";

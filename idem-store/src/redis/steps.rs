@@ -13,22 +13,9 @@ use idem_core::store::{Fence, StepId};
 
 use super::RedisStore;
 use super::conn::store_error;
-use super::scripts::fence;
+use super::scripts::{SAVE_STEP, fence};
 use super::slot;
 use super::value::{corrupt, millis};
-
-/// Saves one step if the record is still our claim: the fence and the
-/// write in one script.
-pub(super) const SAVE: &str = r"
-local v = redis.call('GET', KEYS[1])
-if not v then return -1 end
-if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
-  redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
-  return 1
-end
-return 0
-";
 
 impl RedisStore {
     /// The key of `key`'s steps, in its record key's slot.
@@ -109,7 +96,11 @@ impl RedisStore {
             }
             Some(replicas) => {
                 let mut pipe = redis::pipe();
-                pipe.cmd("EVAL").arg(SAVE).arg(2).arg(keys[0]).arg(keys[1]);
+                pipe.cmd("EVAL")
+                    .arg(SAVE_STEP)
+                    .arg(2)
+                    .arg(keys[0])
+                    .arg(keys[1]);
                 for arg in args {
                     pipe.arg(arg);
                 }

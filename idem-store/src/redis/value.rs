@@ -51,22 +51,22 @@ pub(super) fn remaining(pttl_ms: i64) -> Duration {
 /// completed record, or another caller's claim.
 pub(super) fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<ClaimOutcome, StoreError> {
     let Some(held) = held else {
-        return Ok(ClaimOutcome::Won {
-            took_over: false,
-            steps: Vec::new(),
-        });
+        return Ok(ClaimOutcome::won(false, Vec::new()));
     };
     let left = remaining(pttl);
     match held.first() {
-        Some(b'C') if held.len() >= RECORD_AT => Ok(ClaimOutcome::Completed {
-            fingerprint: fingerprint_at(&held, 1)?,
-            expires_in: left.min(ttl_at(&held, 33)?),
-            record: record_of(held),
-        }),
-        Some(b'P') if held.len() >= CLAIM_AT => Ok(ClaimOutcome::InProgress {
-            fingerprint: fingerprint_at(&held, 17)?,
-            retry_after: left,
-        }),
+        Some(b'C') if held.len() >= RECORD_AT => {
+            let fingerprint = fingerprint_at(&held, 1)?;
+            let expires_in = left.min(ttl_at(&held, 33)?);
+            Ok(ClaimOutcome::completed(
+                fingerprint,
+                record_of(held),
+                expires_in,
+            ))
+        }
+        Some(b'P') if held.len() >= CLAIM_AT => {
+            Ok(ClaimOutcome::in_progress(fingerprint_at(&held, 17)?, left))
+        }
         _ => Err(corrupt("unknown state")),
     }
 }

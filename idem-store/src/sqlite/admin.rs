@@ -62,16 +62,17 @@ fn info(row: &SqliteRow) -> Result<RecordInfo, StoreError> {
     let size: i64 = row.try_get(5).map_err(err)?;
     let record: Option<Vec<u8>> = row.try_get(7).map_err(err)?;
     let state = RecordState::of(left > 0, in_progress);
-    Ok(RecordInfo {
-        key: RecordKey::from_bytes(key),
-        site: row.try_get(1).map_err(err)?,
+    let mut info = RecordInfo::new(
+        RecordKey::from_bytes(key),
         state,
-        age: age.map(millis),
-        expires_in: (left > 0).then(|| millis(left)),
-        fingerprint: fingerprint(row.try_get(6).map_err(err)?)?,
-        size: size as usize,
-        record: record.map(Bytes::from),
-    })
+        fingerprint(row.try_get(6).map_err(err)?)?,
+    );
+    info.site = row.try_get(1).map_err(err)?;
+    info.age = age.map(millis);
+    info.expires_in = (left > 0).then(|| millis(left));
+    info.size = size as usize;
+    info.record = record.map(Bytes::from);
+    Ok(info)
 }
 
 #[async_trait]
@@ -110,11 +111,11 @@ impl Admin for SqliteStore {
         let count = |i: usize| -> Result<u64, StoreError> {
             Ok(row.try_get::<i64, _>(i).map_err(err)?.max(0) as u64)
         };
-        Ok(Stats {
-            in_progress: count(0)?,
-            completed: count(1)?,
-            expired: count(2)?,
-            bytes: count(3)?,
-        })
+        let mut stats = Stats::default();
+        stats.in_progress = count(0)?;
+        stats.completed = count(1)?;
+        stats.expired = count(2)?;
+        stats.bytes = count(3)?;
+        Ok(stats)
     }
 }

@@ -36,7 +36,7 @@ impl FileIdentity {
         } else {
             "replaced by another file"
         };
-        Err(StoreError::new(
+        Err(StoreError::misconfigured(
             "sqlite",
             format!(
                 "the database file {} was {what} while the store had it open: other processes no longer see this store's records, so no call may claim through it; open the store again",

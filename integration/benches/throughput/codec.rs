@@ -63,8 +63,8 @@ fn receipt() -> Receipt {
 
 fn record_round_trip<T: Serialize + DeserializeOwned>(value: &T) {
     for _ in 0..PER_CALL {
-        let bytes = idem::__private::encode_record(std::hint::black_box(value)).unwrap();
-        let back: T = idem::__private::decode_record(&bytes).unwrap();
+        let bytes = idem::admin::encode_record(std::hint::black_box(value)).unwrap();
+        let back: T = idem::admin::decode_record(&bytes).unwrap();
         std::hint::black_box(back);
     }
 }

@@ -11,8 +11,8 @@ use sqlx::Postgres;
 use sqlx::postgres::PgConnection;
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
+use super::super::BACKEND;
 use super::super::PostgresStore;
-use super::super::statements::BACKEND;
 use super::TxStore;
 
 type Shared = Arc<Mutex<Option<sqlx::Transaction<'static, Postgres>>>>;
@@ -165,7 +165,7 @@ impl OwnedTxStore {
     ) -> Result<R, StoreError> {
         let mut tx = self.tx.lock().await;
         let Some(tx) = tx.as_mut() else {
-            return Err(StoreError::new(
+            return Err(StoreError::misconfigured(
                 BACKEND,
                 "the TxHandle's transaction has ended (committed or rolled back)",
             ));
