@@ -54,6 +54,7 @@
 //! | same key, other request body | 422 |
 //! | key missing (when required), empty, over 255 bytes, malformed, repeated, not a string or token | 400 |
 //! | request body over the limit | 413 |
+//! | in [token mode](IdempotencyLayer::tokens): a key that is not a live token issued to this caller | 400 |
 //! | store unreachable | 503 |
 //!
 //! # Problem types
@@ -115,6 +116,28 @@
 //!
 //! ### not-configured
 //! 500: no idempotency store is configured.
+//!
+//! ### invalid-token
+//! 400: in [token mode](IdempotencyLayer::tokens), the key is not a token
+//! the [`TokenIssuer`] made for this caller: client-made, malformed,
+//! altered, issued to another caller, or signed with a secret no longer
+//! accepted. Nothing ran.
+//!
+//! ### token-expired
+//! 400: in token mode, the key is a genuine token past its expiry. Nothing
+//! ran.
+//!
+//! ### precondition-failed
+//! 412 ([`IfMatch::check`]): the resource's version is not one `If-Match`
+//! names; nothing changed. Never stored: a corrected retry with the same
+//! key runs.
+//!
+//! ### precondition-required
+//! 428 ([`require_if_match`], or the [`IfMatch`] extractor): the request
+//! must carry `If-Match`. Never stored.
+//!
+//! ### invalid-if-match
+//! 400: `If-Match` is neither `*` nor a list of quoted entity tags.
 
 mod answers;
 mod defaults;
@@ -128,6 +151,8 @@ mod scope;
 mod service;
 mod stored;
 mod tee;
+mod token;
+mod versions;
 
 pub use defaults::{captured_by_default, stores_by_default};
 #[doc(inline)]
@@ -139,3 +164,9 @@ pub use layer::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, IdempotencyL
 pub use service::IdempotencyService;
 #[doc(hidden)]
 pub use stored::fuzz_stored_response;
+#[doc(hidden)]
+pub use token::fuzz_token;
+pub use token::{DEFAULT_TOKEN_TTL, TokenError, TokenIssuer};
+#[doc(hidden)]
+pub use versions::fuzz_if_match;
+pub use versions::{ETag, IfMatch, require_if_match};
