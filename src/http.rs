@@ -14,6 +14,12 @@
 //!   [`Error`](crate::Error), so such a handler can return
 //!   `Result<_, idem::Error>`.
 //!
+//! Beside them, token mode ([`TokenIssuer`] and
+//! [`IdempotencyLayer::tokens`]: the server issues the keys, signed and
+//! bound to the caller) and versions ([`ETag`], [`IfMatch`],
+//! [`require_if_match`]: an update names the version it was made against,
+//! RFC 9110 §13.1.1).
+//!
 //! ```
 //! use axum::{Json, Router, http::StatusCode, routing::post};
 //! use idem::http::IdempotencyLayer;

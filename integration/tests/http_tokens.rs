@@ -50,7 +50,12 @@ fn bearer(user: &str) -> String {
 /// A token from `POST /tokens`, as `user`.
 async fn mint(server: &Server, user: &str) -> String {
     let answer = server
-        .send(Method::POST, "/tokens", &[("authorization", &bearer(user))], "")
+        .send(
+            Method::POST,
+            "/tokens",
+            &[("authorization", &bearer(user))],
+            "",
+        )
         .await;
     assert_eq!(answer.status, StatusCode::CREATED, "{:?}", answer.body);
     assert_eq!(answer.headers["cache-control"], "no-store");
@@ -72,7 +77,12 @@ fn text(answer: &Answer) -> &str {
 async fn a_minted_token_works_once_and_replays_after() {
     let (server, runs) = token_server(TokenIssuer::new(SECRET)).await;
     let minted = server
-        .send(Method::POST, "/tokens", &[("authorization", "Bearer alice")], "")
+        .send(
+            Method::POST,
+            "/tokens",
+            &[("authorization", "Bearer alice")],
+            "",
+        )
         .await;
     assert_eq!(minted.status, StatusCode::CREATED);
     assert_eq!(minted.headers["content-type"], "application/json");
@@ -234,7 +244,15 @@ async fn refunds_need_the_current_version() {
         .assert_problem(400, "invalid-if-match");
     assert_eq!(version(&server, &payment).await, "\"1\"", "nothing changed");
 
-    let done = refund(&server, &payment, "alice", &token, Some("\"0\", \"1\""), 100).await;
+    let done = refund(
+        &server,
+        &payment,
+        "alice",
+        &token,
+        Some("\"0\", \"1\""),
+        100,
+    )
+    .await;
     assert_eq!(done.status, StatusCode::CREATED, "{:?}", done.body);
     assert!(!done.replayed());
     assert_eq!(done.headers["etag"], "\"2\"");
@@ -243,7 +261,15 @@ async fn refunds_need_the_current_version() {
     assert_eq!(payments.refund_runs(), 4);
 
     // `*`: whatever the version is now.
-    let any = refund(&server, &payment, "alice", &mint(&server, "alice").await, Some("*"), 1).await;
+    let any = refund(
+        &server,
+        &payment,
+        "alice",
+        &mint(&server, "alice").await,
+        Some("*"),
+        1,
+    )
+    .await;
     assert_eq!(any.headers["etag"], "\"3\"");
 }
 
@@ -254,7 +280,15 @@ async fn a_completed_refund_replays_after_the_version_moved() {
     let first_token = mint(&server, "alice").await;
     let first = refund(&server, &payment, "alice", &first_token, Some("\"1\""), 300).await;
     assert_eq!(first.status, StatusCode::CREATED);
-    let second = refund(&server, &payment, "alice", &mint(&server, "alice").await, Some("\"2\""), 200).await;
+    let second = refund(
+        &server,
+        &payment,
+        "alice",
+        &mint(&server, "alice").await,
+        Some("\"2\""),
+        200,
+    )
+    .await;
     assert_eq!(second.headers["etag"], "\"3\"");
 
     // The first refund's retry: its version is stale now, yet it gets its
@@ -297,9 +331,7 @@ async fn precondition_answers_are_never_stored() {
                 }
             }),
         )
-        .layer(
-            IdempotencyLayer::new(Idempotency::new(MemoryStore::new())).store_status(|_| true),
-        );
+        .layer(IdempotencyLayer::new(Idempotency::new(MemoryStore::new())).store_status(|_| true));
     let server = serve(app).await;
     let statuses = [428, 412, 201, 201];
     for (i, status) in statuses.into_iter().enumerate() {

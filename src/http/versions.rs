@@ -372,7 +372,10 @@ fn parse_list(mut rest: &[u8]) -> Result<Vec<ETag>, &'static str> {
             return Err("an entity tag is not terminated");
         };
         let opaque = &quoted[..end];
-        if !opaque.iter().all(|&b| matches!(b, 0x21 | 0x23..=0x7e | 0x80..)) {
+        if !opaque
+            .iter()
+            .all(|&b| matches!(b, 0x21 | 0x23..=0x7e | 0x80..))
+        {
             return Err("an entity tag holds a character it may not");
         }
         tags.push(ETag {
@@ -418,11 +421,25 @@ mod tests {
     #[test]
     fn lists_of_tags() {
         assert_eq!(tags(r#""a""#), [r#""a""#]);
-        assert_eq!(tags(r#" "a" ,W/"b",, "c,d" "#), [r#""a""#, r#"W/"b""#, r#""c,d""#]);
+        assert_eq!(
+            tags(r#" "a" ,W/"b",, "c,d" "#),
+            [r#""a""#, r#"W/"b""#, r#""c,d""#]
+        );
         assert_eq!(tags(""), Vec::<String>::new());
         assert_eq!(tags(r#""""#), [r#""""#]);
-        for bad in [r#"a"#, r#""a"#, r#""a" "b""#, r#"w/"a""#, "\"a b\"", "*, \"a\""] {
-            assert_eq!(IfMatch::parse(bad.as_bytes()).unwrap_err().status(), 400, "{bad}");
+        for bad in [
+            r#"a"#,
+            r#""a"#,
+            r#""a" "b""#,
+            r#"w/"a""#,
+            "\"a b\"",
+            "*, \"a\"",
+        ] {
+            assert_eq!(
+                IfMatch::parse(bad.as_bytes()).unwrap_err().status(),
+                400,
+                "{bad}"
+            );
         }
     }
 
