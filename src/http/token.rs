@@ -361,7 +361,7 @@ fn decode(token: &str) -> Option<Vec<u8>> {
 fn now_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| millis(since))
+        .map_or(0, millis)
 }
 
 fn millis(d: Duration) -> u64 {
