@@ -14,6 +14,12 @@
 //!   [`Error`](crate::Error), so such a handler can return
 //!   `Result<_, idem::Error>`.
 //!
+//! Beside them, token mode ([`TokenIssuer`] and
+//! [`IdempotencyLayer::tokens`]: the server issues the keys, signed and
+//! bound to the caller) and versions ([`ETag`], [`IfMatch`],
+//! [`require_if_match`]: an update names the version it was made against,
+//! RFC 9110 §13.1.1).
+//!
 //! ```
 //! use axum::{Json, Router, http::StatusCode, routing::post};
 //! use idem::http::IdempotencyLayer;
@@ -54,6 +60,7 @@
 //! | same key, other request body | 422 |
 //! | key missing (when required), empty, over 255 bytes, malformed, repeated, not a string or token | 400 |
 //! | request body over the limit | 413 |
+//! | in [token mode](IdempotencyLayer::tokens): a key that is not a live token issued to this caller | 400 |
 //! | store unreachable | 503 |
 //!
 //! # Problem types
@@ -129,6 +136,28 @@
 //! 500: an `#[idempotent]` fn behind the layer has no `store =` and no
 //! handle was installed: the layer's own handle is not installed for the
 //! fns it calls; call `idem::install(handle.clone())` at startup.
+//!
+//! ### invalid-token
+//! 400: in [token mode](IdempotencyLayer::tokens), the key is not a token
+//! the [`TokenIssuer`] made for this caller: client-made, malformed,
+//! altered, issued to another caller, or signed with a secret no longer
+//! accepted. Nothing ran.
+//!
+//! ### token-expired
+//! 400: in token mode, the key is a genuine token past its expiry. Nothing
+//! ran.
+//!
+//! ### precondition-failed
+//! 412 ([`IfMatch::check`]): the resource's version is not one `If-Match`
+//! names; nothing changed. Never stored: a corrected retry with the same
+//! key runs.
+//!
+//! ### precondition-required
+//! 428 ([`require_if_match`], or the [`IfMatch`] extractor): the request
+//! must carry `If-Match`. Never stored.
+//!
+//! ### invalid-if-match
+//! 400: `If-Match` is neither `*` nor a list of quoted entity tags.
 
 mod answers;
 mod defaults;
@@ -143,6 +172,8 @@ mod service;
 mod sites;
 mod stored;
 mod tee;
+mod token;
+mod versions;
 
 pub use defaults::{captured_by_default, stores_by_default};
 #[doc(inline)]
@@ -154,3 +185,9 @@ pub use layer::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, IdempotencyL
 pub use service::IdempotencyService;
 #[doc(hidden)]
 pub use stored::fuzz_stored_response;
+#[doc(hidden)]
+pub use token::fuzz_token;
+pub use token::{DEFAULT_TOKEN_TTL, TokenError, TokenIssuer};
+#[doc(hidden)]
+pub use versions::fuzz_if_match;
+pub use versions::{ETag, IfMatch, require_if_match};

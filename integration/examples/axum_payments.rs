@@ -16,6 +16,22 @@
 //!
 //! and again: the same receipt, with `Idempotent-Replayed: true`. The README's
 //! HTTP section has the whole session.
+//!
+//! Refunds use a key the server issues (token mode) and the payment's
+//! version (`If-Match`):
+//!
+//! ```text
+//! curl -i http://127.0.0.1:3000/payments/pay_… # ETag: "1"
+//! curl -s -X POST http://127.0.0.1:3000/tokens  # {"token":"AQAA…","expires_in":3600}
+//! curl -i http://127.0.0.1:3000/payments/pay_…/refunds \
+//!   -H 'Idempotency-Key: "AQAA…"' -H 'If-Match: "1"' \
+//!   -H 'Content-Type: application/json' -d '{"amount_cents": 200}'
+//! ```
+//!
+//! 201 with `ETag: "2"`; the same request again replays it; a refund
+//! against `"1"` with a new token is 412, one without `If-Match` 428, one
+//! with a key of the client's own 400. Tokens are signed with
+//! `IDEM_TOKEN_SECRET` (a demo secret when unset).
 
 // Some of the app's items are hooks for the tests, which include it too.
 #[allow(dead_code)]
@@ -29,7 +45,8 @@ use idem::Idempotency;
 
 const USAGE: &str = "usage: axum_payments [--redis URL | --postgres URL | --sqlite PATH]
 
-Serves POST /payments and GET /payments/{id} on IDEM_EXAMPLE_ADDR
+Serves POST /payments, GET /payments/{id}, POST /payments/{id}/refunds
+and POST /tokens on IDEM_EXAMPLE_ADDR
 (default 127.0.0.1:3000), storing idempotency records in memory unless a
 store is chosen.";
 
@@ -61,7 +78,10 @@ async fn main() -> anyhow::Result<()> {
     let addr: SocketAddr = std::env::var("IDEM_EXAMPLE_ADDR")
         .unwrap_or_else(|_| "127.0.0.1:3000".into())
         .parse()?;
-    let options = app::Options::default();
+    let mut options = app::Options::default();
+    if let Ok(secret) = std::env::var("IDEM_TOKEN_SECRET") {
+        options.token_secret = secret;
+    }
     let router = app::router(app::Payments::new(idem.clone(), &options), &options);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     println!(

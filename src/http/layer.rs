@@ -10,6 +10,7 @@ use crate::http::defaults::{captured_by_default, stores_by_default};
 use crate::http::flights::Flights;
 use crate::http::principal::PrincipalRule;
 use crate::http::run_times::RunTimes;
+use crate::http::token::TokenIssuer;
 use crate::{DEFAULT_TTL, Idempotency};
 type StoreStatus = dyn Fn(StatusCode) -> bool + Send + Sync;
 type Capture = dyn Fn(&str, &response::Parts) -> bool + Send + Sync;
@@ -126,6 +127,8 @@ pub(crate) struct Config {
     pub(crate) capture: Arc<Capture>,
     pub(crate) canonical_json: bool,
     pub(crate) principal: PrincipalRule,
+    /// Token mode: only keys this issuer minted for the caller.
+    pub(crate) tokens: Option<TokenIssuer>,
     pub(crate) run_times: Arc<RunTimes>,
     pub(crate) flights: Arc<Flights>,
 }
@@ -168,6 +171,7 @@ impl IdempotencyLayer {
                 capture: Arc::new(captured_by_default),
                 canonical_json: false,
                 principal: PrincipalRule::default(),
+                tokens: None,
                 run_times: Arc::default(),
                 flights: Arc::default(),
             }),
@@ -309,7 +313,9 @@ impl IdempotencyLayer {
 
     /// Which response statuses are stored and replayed; for the others the
     /// claim is released so a retry runs again. Default:
-    /// [`stores_by_default`].
+    /// [`stores_by_default`]. 412 and 428 (a failed or missing `If-Match`,
+    /// [`IfMatch`](crate::http::IfMatch)) are never stored, whatever this
+    /// says: the corrected retry with the same key must run.
     ///
     /// ```
     /// # use axum::http::StatusCode;
@@ -380,6 +386,7 @@ impl fmt::Debug for IdempotencyLayer {
             .field("stored_headers", &c.stored_headers)
             .field("canonical_json", &c.canonical_json)
             .field("principal", &c.principal)
+            .field("tokens", &c.tokens)
             .finish_non_exhaustive()
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::MatchedPath;
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, Request, Response, header};
+use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -96,6 +96,13 @@ async fn prepare(
         Err(problem) => return Err(problem.into_response()),
     };
     let (parts, body) = request.into_parts();
+    let principal = config.principal.of(&parts);
+    if let Some(issuer) = &config.tokens {
+        let caller = principal.as_deref().unwrap_or_default().as_bytes();
+        issuer
+            .verify(key.as_str(), caller)
+            .map_err(IntoResponse::into_response)?;
+    }
     let body = read_body(&parts, body, config.max_body_bytes)
         .await
         .map_err(IntoResponse::into_response)?;
@@ -106,7 +113,7 @@ async fn prepare(
     let scope = HttpScope {
         method: parts.method.as_str().to_owned(),
         route,
-        principal: config.principal.of(&parts),
+        principal,
     };
     let fingerprint = fingerprint(config.canonical_json, &parts, &body)
         .map_err(|err| Error::Codec(err.into()).into_response())?;
@@ -217,7 +224,7 @@ where
     let started = Instant::now();
     let response = inner.call(request).await.map_err(NotKept::Inner)?;
     let (mut parts, body) = response.into_parts();
-    let stores = (config.store_status)(parts.status);
+    let stores = (config.store_status)(parts.status) && !never_stored(parts.status);
     let limit = config.max_response_bytes;
     let head = Head::capture(&parts, &config.stored_headers);
     let hint = body.size_hint();
@@ -268,6 +275,15 @@ where
         .run_times
         .record(&scope.route_key(), started.elapsed());
     kept(stores, head, captured, limit)
+}
+
+/// 412 and 428 say a precondition failed or is missing: nothing changed,
+/// and the corrected retry with the same key must run.
+fn never_stored(status: StatusCode) -> bool {
+    matches!(
+        status,
+        StatusCode::PRECONDITION_FAILED | StatusCode::PRECONDITION_REQUIRED
+    )
 }
 
 /// What the call stores (or releases) for a captured answer.

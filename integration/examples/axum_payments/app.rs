@@ -1,5 +1,6 @@
 //! The payments service of the `axum_payments` example: its router, its
-//! `#[idempotent]` service function and a fake card gateway. The tests in
+//! `#[idempotent]` service function, refunds in token mode with `If-Match`
+//! versions, and a fake card gateway. The tests in
 //! `tests/http*.rs` include this file to run the same app over real HTTP.
 
 use std::collections::HashMap;
@@ -9,12 +10,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{Path, Request, State};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use idem::http::{IdempotencyKey, IdempotencyLayer, Problem};
+use idem::http::{
+    ETag, IdempotencyKey, IdempotencyLayer, IfMatch, Problem, TokenIssuer, require_if_match,
+};
 use idem::{Idempotency, idempotent};
 use serde::{Deserialize, Serialize};
 
@@ -44,6 +48,9 @@ pub(crate) struct Options {
     pub gateway_delay: Duration,
     /// The largest request body the idempotency layer buffers.
     pub max_body_bytes: usize,
+    /// The secret that signs refund tokens (`IDEM_TOKEN_SECRET` in the
+    /// example): at least 32 random bytes in a real deployment.
+    pub token_secret: String,
 }
 
 impl Default for Options {
@@ -52,6 +59,7 @@ impl Default for Options {
             wait: Duration::ZERO,
             gateway_delay: Duration::from_millis(200),
             max_body_bytes: 64 * 1024,
+            token_secret: "demo only: set IDEM_TOKEN_SECRET to 32+ random bytes".into(),
         }
     }
 }
@@ -116,6 +124,36 @@ impl Gateway {
     }
 }
 
+/// What a client posts to `POST /payments/{id}/refunds`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct RefundRequest {
+    pub amount_cents: u64,
+}
+
+/// What `POST /payments/{id}/refunds` answers (201).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Refund {
+    pub payment: String,
+    pub amount_cents: u64,
+    /// All refunds of the payment so far, this one included.
+    pub refunded_cents: u64,
+}
+
+/// A payment as the service keeps it: its receipt, what was refunded, and
+/// its version, which every change moves on.
+#[derive(Debug, Clone)]
+struct Payment {
+    receipt: Receipt,
+    refunded_cents: u64,
+    version: u64,
+}
+
+impl Payment {
+    fn etag(&self) -> ETag {
+        ETag::strong(self.version)
+    }
+}
+
 /// Why a payment failed.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum PaymentError {
@@ -173,9 +211,10 @@ pub(crate) struct Payments {
 struct Inner {
     idem: Idempotency,
     gateway: Gateway,
-    receipts: Mutex<HashMap<String, Receipt>>,
+    payments: Mutex<HashMap<String, Payment>>,
     handler_runs: AtomicU64,
     service_runs: AtomicU64,
+    refund_runs: AtomicU64,
 }
 
 impl Payments {
@@ -188,9 +227,10 @@ impl Payments {
                     delay: options.gateway_delay,
                     ..Gateway::default()
                 },
-                receipts: Mutex::default(),
+                payments: Mutex::default(),
                 handler_runs: AtomicU64::new(0),
                 service_runs: AtomicU64::new(0),
+                refund_runs: AtomicU64::new(0),
             }),
         }
     }
@@ -203,6 +243,11 @@ impl Payments {
     /// How many times the `POST /payments` handler ran.
     pub(crate) fn handler_runs(&self) -> u64 {
         self.inner.handler_runs.load(Ordering::SeqCst)
+    }
+
+    /// How many times the `POST /payments/{id}/refunds` handler ran.
+    pub(crate) fn refund_runs(&self) -> u64 {
+        self.inner.refund_runs.load(Ordering::SeqCst)
     }
 
     /// How many times the body of [`Payments::charge`] ran.
@@ -241,17 +286,24 @@ impl Payments {
             currency: request.currency.clone(),
             gateway_charge,
         };
+        let payment = Payment {
+            receipt: receipt.clone(),
+            refunded_cents: 0,
+            version: 1,
+        };
         self.inner
-            .receipts
+            .payments
             .lock()
             .unwrap()
-            .insert(receipt.id.clone(), receipt.clone());
+            .insert(receipt.id.clone(), payment);
         Ok(receipt)
     }
 }
 
-/// The app: `POST /payments` behind the idempotency layer, `GET
-/// /payments/{id}`, and the demo authentication outside both.
+/// The app: `POST /payments` behind the idempotency layer (client keys),
+/// `GET /payments/{id}` with the payment's version in `ETag`, `POST
+/// /payments/{id}/refunds` in token mode and with `If-Match`, `POST
+/// /tokens` issuing refund tokens, and the demo authentication outside all.
 pub(crate) fn router(payments: Payments, options: &Options) -> Router {
     let idempotency = IdempotencyLayer::new(payments.inner.idem.clone())
         .wait(options.wait)
@@ -259,13 +311,33 @@ pub(crate) fn router(payments: Payments, options: &Options) -> Router {
         // A JSON API: the same payment with its fields in another order is
         // the same request.
         .canonical_json()
-        .principal(|parts| parts.extensions.get::<User>().map(|user| user.0.clone()));
+        .principal(user_of);
+    // Refunds take only keys the server issued to the same user: a refund
+    // button gets its token when the page is shown.
+    let tokens = TokenIssuer::new(&options.token_secret).principal(user_of);
+    let refunds = Router::new()
+        .route("/payments/{id}/refunds", post(refund_payment))
+        .layer(
+            IdempotencyLayer::new(payments.inner.idem.clone())
+                .max_body_bytes(options.max_body_bytes)
+                .canonical_json()
+                .principal(user_of)
+                .tokens(tokens.clone()),
+        );
     Router::new()
         .route("/payments", post(create_payment))
         .route("/payments/{id}", get(read_payment))
         .layer(idempotency)
+        .merge(refunds)
+        .nest("/tokens", tokens.router())
         .layer(middleware::from_fn(authenticate))
         .with_state(payments)
+}
+
+/// The principal of both layers and of the token issuer: the user that
+/// `authenticate` found.
+fn user_of(parts: &Parts) -> Option<String> {
+    parts.extensions.get::<User>().map(|user| user.0.clone())
 }
 
 async fn authenticate(mut request: Request, next: Next) -> Response {
@@ -298,16 +370,57 @@ async fn create_payment(
 async fn read_payment(
     State(payments): State<Payments>,
     Path(id): Path<String>,
-) -> Result<Json<Receipt>, Problem> {
-    let receipts = payments.inner.receipts.lock().unwrap();
-    match receipts.get(&id) {
-        Some(receipt) => Ok(Json(receipt.clone())),
-        None => Err(Problem::new(
-            404,
-            "not-found",
-            "No such payment",
-            format!("There is no payment {id}."),
+) -> Result<(ETag, Json<Receipt>), Problem> {
+    let all = payments.inner.payments.lock().unwrap();
+    let payment = all.get(&id).ok_or_else(|| not_found(&id))?;
+    Ok((payment.etag(), Json(payment.receipt.clone())))
+}
+
+/// Refunds part of a payment, against the version the client read: a
+/// refund made while another changed the payment is refused (412), and the
+/// client reloads. A retry of a refund that went through (same token)
+/// replays its answer, whatever the version is by then.
+async fn refund_payment(
+    State(payments): State<Payments>,
+    Path(id): Path<String>,
+    if_match: Option<IfMatch>,
+    Json(request): Json<RefundRequest>,
+) -> Result<impl IntoResponse, Problem> {
+    payments.inner.refund_runs.fetch_add(1, Ordering::SeqCst);
+    let if_match = require_if_match(if_match)?;
+    let mut all = payments.inner.payments.lock().unwrap();
+    let payment = all.get_mut(&id).ok_or_else(|| not_found(&id))?;
+    if_match.check(&payment.etag())?;
+    let refunded_cents = payment.refunded_cents + request.amount_cents;
+    if refunded_cents > payment.receipt.amount_cents {
+        return Err(Problem::new(
+            422,
+            "refund-too-large",
+            "Refund too large",
+            format!(
+                "Payment {id} has {} cents left to refund.",
+                payment.receipt.amount_cents - payment.refunded_cents
+            ),
         )
-        .with_type(PROBLEMS.to_owned() + "not-found")),
+        .with_type(PROBLEMS.to_owned() + "refund-too-large"));
     }
+    // The change and its new version together, under one lock.
+    payment.refunded_cents = refunded_cents;
+    payment.version += 1;
+    let refund = Refund {
+        payment: id,
+        amount_cents: request.amount_cents,
+        refunded_cents,
+    };
+    Ok((StatusCode::CREATED, payment.etag(), Json(refund)))
+}
+
+fn not_found(id: &str) -> Problem {
+    Problem::new(
+        404,
+        "not-found",
+        "No such payment",
+        format!("There is no payment {id}."),
+    )
+    .with_type(PROBLEMS.to_owned() + "not-found")
 }
