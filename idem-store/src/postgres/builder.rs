@@ -6,7 +6,7 @@ use std::time::Duration;
 use idem_core::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
-use super::conns::Conns;
+use super::conns::{self, Conns};
 use super::statements::{BACKEND, Sql};
 use super::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_PURGE_BATCH,
@@ -173,7 +173,12 @@ impl PostgresStoreBuilder {
         options: PgConnectOptions,
     ) -> Result<PostgresStore, StoreError> {
         let sql = Sql::new(&self.schema, &self.table)?;
-        let conns = Conns::new(options, self.max_connections, self.acquire_timeout);
+        let conns = Conns::new(
+            options,
+            self.max_connections,
+            self.acquire_timeout,
+            conns::NAMES,
+        );
         conns.acquire().await?.keep();
         Ok(self.build(sql, Source::Own(Box::new(conns))))
     }
