@@ -686,3 +686,63 @@ async fn race_worker() {
         out.unwrap();
     }
 }
+
+/// A storm of claims from two replicas (two stores, connections of their
+/// own) on the same new keys, then on the same expired claims: each key
+/// has exactly one winner, every other claimer hears `InProgress`, and no
+/// claim fails (InnoDB's deadlock victims claim again inside the call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_claims_from_two_replicas_has_one_winner_per_key() {
+    const KEYS: u32 = 40;
+    const PER_REPLICA: usize = 12;
+    let table = mysql_server::unique_table("storm");
+    let url = mysql_server::url().await;
+    let replica = || {
+        MySqlStore::builder()
+            .table(table.clone())
+            .max_connections(PER_REPLICA as u32)
+            .connect(&url)
+    };
+    let (a, b) = (replica().await.unwrap(), replica().await.unwrap());
+    a.migrate().await.unwrap();
+    let storm = |round: &'static str, lease: Duration| {
+        let (a, b) = (a.clone(), b.clone());
+        async move {
+            let claims = (0..KEYS).flat_map(|k| {
+                let key = RecordKey::new(round, &k);
+                (0..2 * PER_REPLICA).map(move |i| (key, i))
+            });
+            let outcomes = futures::future::join_all(claims.map(|(key, i)| {
+                let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+                async move { (key, store.claim(&key, &claim(lease)).await) }
+            }))
+            .await;
+            let mut won = std::collections::HashMap::<RecordKey, Vec<bool>>::new();
+            for (key, outcome) in outcomes {
+                match outcome.expect("a claim failed") {
+                    ClaimOutcome::Won { took_over, .. } => {
+                        won.entry(key).or_default().push(took_over)
+                    }
+                    ClaimOutcome::InProgress { .. } => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+            won
+        }
+    };
+    // New keys: one winner each, none taking over.
+    let won = storm("new", Duration::from_secs(60)).await;
+    assert_eq!(won.len(), KEYS as usize);
+    assert!(won.values().all(|w| w == &[false]), "{won:?}");
+    // Every claim lapses (the server dates them back), then storm again.
+    sqlx::query(&format!(
+        "UPDATE {} SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND",
+        a.table()
+    ))
+    .execute(&mut mysql_server::admin().await)
+    .await
+    .unwrap();
+    let again = storm("new", Duration::from_secs(60)).await;
+    assert_eq!(again.len(), KEYS as usize);
+    assert!(again.values().all(|w| w == &[true]), "{again:?}");
+}
