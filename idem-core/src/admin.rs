@@ -99,7 +99,7 @@ pub struct Stats {
 }
 
 /// What an operator does to a store's records as a whole. Implemented by
-/// `SqliteStore`, `PostgresStore` and `RedisStore`.
+/// `SqliteStore`, `PostgresStore`, `MySqlStore` and `RedisStore`.
 ///
 /// ```no_run
 /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {

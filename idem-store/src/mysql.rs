@@ -9,6 +9,7 @@ mod migrate;
 mod rows;
 mod statements;
 mod steps;
+mod tx;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use exec::Affected;
 use statements::{BACKEND, ClaimBytes, Completion, Sql};
 
 pub use builder::MySqlStoreBuilder;
+pub use tx::InTransaction;
 
 /// Connections [`MySqlStore::connect`] opens at most, unless set.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
@@ -75,6 +77,11 @@ pub const DEFAULT_PURGE_BATCH: u32 = 5_000;
 /// drops every idle connection and sends the step once more on a new one
 /// (each step is written to be safe to send twice); a server that is down
 /// is `Error::Store`, and the body does not run.
+///
+/// **Transactions.** [`in_transaction`](MySqlStore::in_transaction) runs
+/// a call inside the caller's `sqlx::Transaction<MySql>`: the claim, the
+/// body's own writes and the completed record commit or roll back
+/// together.
 ///
 /// **MySQL and MariaDB.** The statements keep to what both servers
 /// accept, so one migration serves both: no `RETURNING` (MariaDB only;
