@@ -671,7 +671,10 @@ async fn a_claim_that_waited_on_a_writer_answers_at_most_its_lease() {
     tx.commit().await.unwrap();
     match claimer.await.unwrap() {
         Ok(ClaimOutcome::InProgress { retry_after, .. }) => {
-            assert!(retry_after <= lease, "{retry_after:?} left of a {lease:?} lease")
+            assert!(
+                retry_after <= lease,
+                "{retry_after:?} left of a {lease:?} lease"
+            )
         }
         other => panic!("expected in progress, got {other:?}"),
     }
