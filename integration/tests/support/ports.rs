@@ -6,22 +6,22 @@
 //! server took the "closed" port of another test (issue 37). Here a
 //! server's port is [`reserve`]d: below the kernel's ephemeral range, so
 //! no `bind` to port 0 and no outgoing connection is ever given it, and
-//! under an exclusive lock on a file named for it, held as long as the
-//! [`Reserved`] lives, so no other test, in this process or another, takes
-//! it. A [`Closed`] port is a socket bound and never listening: connecting
+//! claimed by a socket bound to the same port on 127.0.0.2 (never
+//! listening), held as long as the [`Reserved`] lives: the kernel lets one
+//! socket at a time have that address, so no other test, in this process or
+//! another, claims the port meanwhile, and a test process that dies
+//! releases it. A [`Closed`] port is a socket bound and never listening: connecting
 //! is refused, and no one else can bind it.
 
 #![allow(dead_code)]
 
-use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::path::PathBuf;
 
 /// A loopback port this test may start a server on, its own until dropped.
 #[derive(Debug)]
 pub(crate) struct Reserved {
     pub(crate) port: u16,
-    _lock: File,
+    _claim: tokio::net::TcpSocket,
 }
 
 /// A free loopback port for a server of the test's own, reserved until
@@ -32,10 +32,13 @@ pub(crate) fn reserve() -> Reserved {
     let start = idem::store::Token::random().to_u128() as u32 % span;
     for offset in 0..span {
         let port = low + ((start + offset) % span) as u16;
-        let Some(lock) = lock(port) else { continue };
+        let Some(claim) = claim(port) else { continue };
         // Free of programs outside the suite too, at least now.
         if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
-            return Reserved { port, _lock: lock };
+            return Reserved {
+                port,
+                _claim: claim,
+            };
         }
     }
     panic!("no loopback port in {low}..{high} could be reserved");
@@ -73,16 +76,11 @@ fn reservable_range() -> (u16, u16) {
     (high - 8_000, high)
 }
 
-/// The exclusive lock on `port`'s file, if no one holds it.
-fn lock(port: u16) -> Option<File> {
-    let dir: PathBuf = std::env::temp_dir().join("idem-test-ports");
-    std::fs::create_dir_all(&dir).ok()?;
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(port.to_string()))
+/// A socket bound to 127.0.0.2:`port`, if no one else holds that address.
+fn claim(port: u16) -> Option<tokio::net::TcpSocket> {
+    let socket = tokio::net::TcpSocket::new_v4().ok()?;
+    socket
+        .bind(SocketAddr::from((Ipv4Addr::new(127, 0, 0, 2), port)))
         .ok()?;
-    file.try_lock().ok()?;
-    Some(file)
+    Some(socket)
 }
