@@ -61,11 +61,12 @@ struct OnRuntime {
     /// any other waits, so a call costs no wake-up of the task and no
     /// scan of the other claims.
     wake_at: Instant,
+    /// `wake_at` and [`STALLED`]: past it, the task is presumed dead.
+    overdue: Instant,
     wake: Arc<Notify>,
 }
 
 /// A claim to renew while its body runs, as the call registers it.
-#[derive(Clone)]
 pub(crate) struct Renewal {
     pub(crate) key: RecordKey,
     pub(crate) token: Token,
@@ -76,9 +77,14 @@ pub(crate) struct Renewal {
     pub(crate) span: tracing::Span,
 }
 
+/// A registered claim, keyed by its key and token (kept small: a call
+/// moves it into the map and out again).
 struct Running {
     due: Instant,
-    renewal: Renewal,
+    lease: Duration,
+    scope: ScopeText,
+    site: &'static CallSite,
+    span: tracing::Span,
 }
 
 /// A registered claim, removed from the renewer when the body ends.
@@ -102,9 +108,17 @@ impl Renewer {
     pub(crate) fn register(&self, handle: &Arc<Inner>, renewal: Renewal) -> (Registered<'_>, bool) {
         let runtime = Handle::current();
         let id = runtime.id();
-        let claim = (renewal.key, renewal.token);
+        let Renewal {
+            key,
+            token,
+            lease,
+            scope,
+            site,
+            span,
+        } = renewal;
+        let claim = (key, token);
         let now = Instant::now();
-        let due = now + third(renewal.lease);
+        let due = now + third(lease);
         let (start, woken) = {
             let mut registry = self.lock();
             let Registry { runtimes, tasks } = &mut *registry;
@@ -115,8 +129,15 @@ impl Renewer {
                     runtimes.last_mut().expect("just pushed")
                 }
             };
-            on.running.insert(claim, Running { due, renewal });
-            if on.task.is_some() && now <= on.wake_at + STALLED {
+            let running = Running {
+                due,
+                lease,
+                scope,
+                site,
+                span,
+            };
+            on.running.insert(claim, running);
+            if on.task.is_some() && now <= on.overdue {
                 let earliest = due < on.wake_at;
                 if earliest {
                     on.wake_at = due;
@@ -186,17 +207,26 @@ impl Renewer {
         let mut registry = self.lock();
         let on = registry.runtimes.iter_mut().find(|on| task.serves(on))?;
         let mut due = Vec::new();
-        for running in on.running.values_mut() {
+        for (&(key, token), running) in on.running.iter_mut() {
             if running.due <= now {
-                running.due = now + third(running.renewal.lease);
+                running.due = now + third(running.lease);
+                let renewal = Renewal {
+                    key,
+                    token,
+                    lease: running.lease,
+                    scope: running.scope.clone(),
+                    site: running.site,
+                    span: running.span.clone(),
+                };
                 due.push(Due {
                     runtime: task.runtime,
-                    renewal: running.renewal.clone(),
+                    renewal,
                 });
             }
         }
         let next = on.running.values().map(|running| running.due).min();
         on.wake_at = next.unwrap_or(now + IDLE_CHECK);
+        on.overdue = on.wake_at + STALLED;
         Some((due, on.wake_at, Arc::clone(&on.wake)))
     }
 }
@@ -208,6 +238,7 @@ impl OnRuntime {
             task: None,
             running: HashMap::default(),
             wake_at: due,
+            overdue: due + STALLED,
             wake: Arc::default(),
         }
     }
@@ -217,6 +248,7 @@ impl OnRuntime {
     fn restart(&mut self, number: u64, due: Instant) -> u64 {
         self.task = Some(number);
         self.wake_at = due;
+        self.overdue = due + STALLED;
         self.wake = Arc::default();
         number
     }

@@ -9,9 +9,8 @@
 //! Each runtime's first call is a body that finishes without yielding, so
 //! a renewal task spawned by it is never polled on a current-thread
 //! runtime (the way renewal used to die unnoticed). Every scenario runs on
-//! the memory store, SQLite and Redis (the Redis connection lives on a
-//! runtime of its own, since its I/O task must outlive the test's
-//! runtimes).
+//! the memory store and Redis (the Redis connection lives on a runtime of
+//! its own, since its I/O task must outlive the test's runtimes).
 
 #[path = "support/redis_server.rs"]
 mod redis_server;
@@ -20,7 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use idem::{Error, Idempotency, MemoryStore, RedisStore, SqliteStore};
+use idem::{Error, Idempotency, MemoryStore, RedisStore};
 use tokio::runtime::Runtime;
 
 const LEASE: Duration = Duration::from_millis(300);
@@ -45,8 +44,7 @@ fn runtime(flavor: Flavor) -> Runtime {
     builder.enable_all().build().expect("tokio runtime")
 }
 
-/// A scope of its own per test run: the Redis server and the SQLite file
-/// outlive a run.
+/// A scope of its own per test run: the Redis server outlives a run.
 fn scope(test: &str) -> String {
     format!(
         "renewal-{test}-{:x}",
@@ -65,19 +63,20 @@ async fn quick_call(idem: &Idempotency, scope: &str, key: &str) {
 /// leases after it started: the duplicate gets `InProgress`, the body ran
 /// once and its value is the holder's.
 async fn long_body_keeps_its_lease(idem: &'static Idempotency, flavor: Flavor, scope: &str) {
+    let (lease, body) = (LEASE, BODY);
     let runs = Arc::new(AtomicU32::new(0));
     let (started_tx, started) = tokio::sync::oneshot::channel();
     let holder = {
         let (scope, runs) = (scope.to_owned(), Arc::clone(&runs));
         tokio::spawn(async move {
             idem.call(&scope, "long")
-                .lease(LEASE)
+                .lease(lease)
                 .run(|| async move {
                     runs.fetch_add(1, Ordering::SeqCst);
                     started_tx.send(()).unwrap();
                     match flavor {
-                        Flavor::Multi => std::thread::sleep(BODY),
-                        Flavor::Current => tokio::time::sleep(BODY).await,
+                        Flavor::Multi => std::thread::sleep(body),
+                        Flavor::Current => tokio::time::sleep(body).await,
                     }
                     Ok::<u8, Error>(1)
                 })
@@ -88,7 +87,7 @@ async fn long_body_keeps_its_lease(idem: &'static Idempotency, flavor: Flavor, s
     tokio::time::sleep(DUPLICATE_AFTER).await;
     let duplicate: Result<u8, Error> = idem
         .call(scope, "long")
-        .lease(LEASE)
+        .lease(lease)
         .run(|| async {
             runs.fetch_add(1, Ordering::SeqCst);
             Ok(2)
@@ -159,7 +158,8 @@ fn two_live_runtimes(idem: &'static Idempotency, test: &str) {
             let second = runtime(long);
             second.block_on(async {
                 quick_call(idem, &scope, &format!("second-{round}-{yielded}")).await;
-                long_body_keeps_its_lease(idem, long, &format!("{scope}-{round}-{yielded}")).await;
+                let scope = format!("{scope}-{round}-{yielded}");
+                long_body_keeps_its_lease(idem, long, &scope).await;
             });
             drop(second);
             drop(first);
@@ -188,36 +188,6 @@ fn memory_a_static_handle_keeps_leases_after_shutdown_background() {
 #[test]
 fn memory_a_handle_shared_by_two_live_runtimes_keeps_leases() {
     two_live_runtimes(&MEMORY_TWO_LIVE, "memory-two-live");
-}
-
-/// A handle over a SQLite file of its own (sqlx's SQLite connections run
-/// on threads of their own, so no runtime holds them).
-fn sqlite(test: &str) -> Idempotency {
-    let path = std::env::temp_dir().join(format!("idem-{}.db", scope(test)));
-    let store = runtime(Flavor::Current)
-        .block_on(SqliteStore::open(path))
-        .expect("SQLite file");
-    Idempotency::new(store)
-}
-
-static SQLITE_SEQUENTIAL: LazyLock<Idempotency> = LazyLock::new(|| sqlite("sequential"));
-static SQLITE_BACKGROUND: LazyLock<Idempotency> = LazyLock::new(|| sqlite("background"));
-static SQLITE_TWO_LIVE: LazyLock<Idempotency> = LazyLock::new(|| sqlite("two-live"));
-
-#[test]
-fn sqlite_a_static_handle_keeps_leases_on_sequential_runtimes() {
-    sequential_runtimes(&SQLITE_SEQUENTIAL, "sqlite-sequential", End::Drop);
-}
-
-#[test]
-fn sqlite_a_static_handle_keeps_leases_after_shutdown_background() {
-    let how = End::ShutdownBackground;
-    sequential_runtimes(&SQLITE_BACKGROUND, "sqlite-background", how);
-}
-
-#[test]
-fn sqlite_a_handle_shared_by_two_live_runtimes_keeps_leases() {
-    two_live_runtimes(&SQLITE_TWO_LIVE, "sqlite-two-live");
 }
 
 /// The runtime that drives the Redis connections' I/O, alive for the
