@@ -58,6 +58,7 @@ pub(crate) const CALLS: &str = "idem_calls_total";
 pub(crate) const STORE_SECONDS: &str = "idem_store_seconds";
 pub(crate) const TAKEOVERS: &str = "idem_takeovers_total";
 pub(crate) const RENEWALS: &str = "idem_renewals_total";
+pub(crate) const RENEWAL_FAILURES: &str = "idem_renewal_failures_total";
 pub(crate) const WAITS: &str = "idem_waits_total";
 
 /// The labels of one call site: what [`CallSite`]'s keys point into. Made
@@ -125,6 +126,7 @@ pub struct CallSite {
     store_seconds: [Key; 4],
     takeovers: Key,
     renewals: Key,
+    renewal_failures: Key,
     waits: Key,
 }
 
@@ -156,6 +158,7 @@ impl CallSite {
             ],
             takeovers: Key::from_static_parts(TAKEOVERS, &labels.scope),
             renewals: Key::from_static_parts(RENEWALS, &labels.scope),
+            renewal_failures: Key::from_static_parts(RENEWAL_FAILURES, &labels.scope),
             waits: Key::from_static_parts(WAITS, &labels.scope),
         }
     }
@@ -184,6 +187,13 @@ impl CallSite {
 
     pub(crate) fn renewal(&self) {
         increment(&self.renewals);
+    }
+
+    /// A renewal that did not extend the lease: the store failed, or
+    /// answered that the claim is lost. Counted as it happens, while the
+    /// body still runs.
+    pub(crate) fn renewal_failed(&self) {
+        increment(&self.renewal_failures);
     }
 
     pub(crate) fn wait(&self) {

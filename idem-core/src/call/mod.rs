@@ -362,7 +362,7 @@ impl<P> Call<P> {
                     Err(Failed::Idem(self.mismatch())),
                 );
             }
-            let result = self.run_body(&guard, &claim, finished, body).await;
+            let result = self.run_body(&guard, &claim, finished, &span, body).await;
             self.settle(&mut guard, cache, result, &span).await
         }
     }
