@@ -9,7 +9,7 @@
 //! are fenced by their token, renewed while the body runs, released when
 //! the call is dropped, and expire by the store's clock; records expire
 //! with their TTL; steps are saved, fenced and replayed; `forget` removes
-//! a record.
+//! a record; only a takeover of a vanished holder reconciles.
 //!
 //! # Running it against your store
 //!
@@ -90,6 +90,9 @@ macro_rules! suite {
             replays_values_json_cannot_carry, replays_every_serde_form,
             unencodable_value_settles_the_key,
             forget_removes_completed_and_in_progress_records,
+            a_takeover_reconciles_once_and_skips_the_body,
+            a_reconcile_that_finds_nothing_runs_the_body, a_normal_call_never_reconciles,
+            takeover_is_reported_only_for_a_lapsed_claim,
         );
     };
     ($make:expr; $($case:ident),+ $(,)?) => {

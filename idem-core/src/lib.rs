@@ -39,7 +39,7 @@ pub mod store;
 
 pub mod admin;
 
-pub use call::{Call, DEFAULT_LEASE, DEFAULT_TTL, Reported};
+pub use call::{Call, DEFAULT_LEASE, DEFAULT_TTL, NoReconcile, Reconcile, Reconciling, Reported};
 pub use context::child_key;
 pub use error::{CodecError, Error, StoreError};
 pub use idempotency::{

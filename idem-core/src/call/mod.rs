@@ -8,9 +8,11 @@ mod builder;
 mod claim;
 mod guard;
 mod outcome;
+mod reconcile;
 mod settle;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::{Serialize, de::DeserializeOwned};
@@ -27,6 +29,7 @@ use crate::{
 
 use guard::ClaimGuard;
 pub use outcome::{Failed, Reported};
+pub use reconcile::{NoReconcile, Reconcile, Reconciling};
 
 /// How long a completed result is replayed, unless set: 24 hours.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -239,9 +242,26 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        self.execute_reconciled(NoReconcile, body)
+    }
+
+    /// As [`execute`](Call::execute), with a reconcile for a takeover.
+    pub(crate) fn execute_reconciled<T, E, R, F, Fut>(
+        self,
+        reconcile: R,
+        body: F,
+    ) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
         let target = Arc::clone(&self.idem.inner);
         let span = self.span();
-        self.protocol(target, body, span.clone()).instrument(span)
+        self.protocol(target, reconcile, body, span.clone())
+            .instrument(span)
     }
 
     /// As [`execute`](Call::execute), on a borrowed store.
@@ -257,8 +277,28 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        self.execute_on_reconciled(store, NoReconcile, body)
+    }
+
+    /// As [`execute_on`](Call::execute_on), with a reconcile for a
+    /// takeover.
+    pub(crate) fn execute_on_reconciled<S, T, E, R, F, Fut>(
+        self,
+        store: &S,
+        reconcile: R,
+        body: F,
+    ) -> impl Future<Output = Ran<T, E>>
+    where
+        S: Store + ?Sized,
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
         let span = self.span();
-        self.protocol(store, body, span.clone()).instrument(span)
+        self.protocol(store, reconcile, body, span.clone())
+            .instrument(span)
     }
 
     /// The call's span: scope, short key hash, and (once known) outcome and
@@ -275,6 +315,7 @@ impl<P> Call<P> {
             key = %self.key.short(),
             outcome = tracing::field::Empty,
             replayed = tracing::field::Empty,
+            reconciled = tracing::field::Empty,
         );
         if heard(&span) {
             span
@@ -286,9 +327,10 @@ impl<P> Call<P> {
     /// The protocol: claim, run, settle (complete or release), or replay.
     /// Each end is counted by outcome and recorded in `span`.
     #[expect(clippy::manual_async_fn, reason = "an async fn doubles its arguments")]
-    fn protocol<G, T, E, F, Fut>(
+    fn protocol<G, T, E, R, F, Fut>(
         mut self,
         target: G,
+        reconcile: R,
         body: F,
         span: tracing::Span,
     ) -> impl Future<Output = Ran<T, E>>
@@ -296,6 +338,7 @@ impl<P> Call<P> {
         G: Target,
         T: Serialize + DeserializeOwned,
         P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -317,11 +360,11 @@ impl<P> Call<P> {
                 lease: self.effective_lease(),
                 site: self.site.name(),
             };
-            let finished = match self
+            let (finished, took_over) = match self
                 .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
                 .await
             {
-                Ok(finished) => finished,
+                Ok(won) => won,
                 Err(ended) => return ended,
             };
             let mut guard = ClaimGuard::new(store, on_drop, self.key, claim.token, self.site);
@@ -333,7 +376,19 @@ impl<P> Call<P> {
                     Err(Failed::Idem(self.mismatch())),
                 );
             }
+            // Only a takeover of a vanished holder asks the reconcile.
+            let reconcile = (took_over && reconcile.is_set()).then_some(reconcile);
+            let asked = reconcile.is_some();
+            let reconciled = AtomicBool::new(false);
+            let body = || reconcile::reconciled_or_run(reconcile, &reconciled, body);
             let result = self.run_body(&guard, &claim, finished, body).await;
+            if asked {
+                let reconciled = reconciled.load(Ordering::Relaxed);
+                span.record("reconciled", reconciled);
+                if reconciled {
+                    self.site.reconciled();
+                }
+            }
             self.settle(&mut guard, cache, result, &span).await
         }
     }
