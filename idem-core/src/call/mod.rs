@@ -12,7 +12,7 @@ mod reconcile;
 mod settle;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde::{Serialize, de::DeserializeOwned};
@@ -29,7 +29,8 @@ use crate::{
 
 use guard::ClaimGuard;
 pub use outcome::{Failed, Reported};
-pub use reconcile::{NoReconcile, Reconcile, Reconciling};
+pub use reconcile::{NoReconcile, Reconcile, Reconciling, Takeover};
+use reconcile::{Run, SelfReconciling, WithReconcile};
 
 /// How long a completed result is replayed, unless set: 24 hours.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -260,8 +261,26 @@ impl<P> Call<P> {
     {
         let target = Arc::clone(&self.idem.inner);
         let span = self.span();
-        self.protocol(target, reconcile, body, span.clone())
-            .instrument(span)
+        let run = WithReconcile { reconcile, body };
+        self.protocol(target, run, span.clone()).instrument(span)
+    }
+
+    /// As [`execute`](Call::execute), for a body that reconciles itself
+    /// when handed a [`Takeover`] (the attribute's `reconcile = …`).
+    pub(crate) fn execute_self_reconciling<T, E, F, Fut>(
+        self,
+        body: F,
+    ) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+        F: FnOnce(Option<Takeover>) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let target = Arc::clone(&self.idem.inner);
+        let span = self.span();
+        let run = SelfReconciling(body);
+        self.protocol(target, run, span.clone()).instrument(span)
     }
 
     /// As [`execute`](Call::execute), on a borrowed store.
@@ -297,8 +316,8 @@ impl<P> Call<P> {
         Fut: Future<Output = Result<T, E>>,
     {
         let span = self.span();
-        self.protocol(store, reconcile, body, span.clone())
-            .instrument(span)
+        let run = WithReconcile { reconcile, body };
+        self.protocol(store, run, span.clone()).instrument(span)
     }
 
     /// The call's span: scope, short key hash, and (once known) outcome and
@@ -327,20 +346,17 @@ impl<P> Call<P> {
     /// The protocol: claim, run, settle (complete or release), or replay.
     /// Each end is counted by outcome and recorded in `span`.
     #[expect(clippy::manual_async_fn, reason = "an async fn doubles its arguments")]
-    fn protocol<G, T, E, R, F, Fut>(
+    fn protocol<G, T, E, B>(
         mut self,
         target: G,
-        reconcile: R,
-        body: F,
+        body: B,
         span: tracing::Span,
     ) -> impl Future<Output = Ran<T, E>>
     where
         G: Target,
         T: Serialize + DeserializeOwned,
         P: ErrorPolicy<E>,
-        R: Reconcile<T, E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        B: Run<T, E>,
     {
         // An async block, not an async fn: an async fn keeps a second copy
         // of its arguments (the call, the span) for the whole call.
@@ -377,12 +393,10 @@ impl<P> Call<P> {
                 );
             }
             // Only a takeover of a vanished holder asks the reconcile.
-            let reconcile = (took_over && reconcile.is_set()).then_some(reconcile);
-            let asked = reconcile.is_some();
-            let reconciled = AtomicBool::new(false);
-            let body = || reconcile::reconciled_or_run(reconcile, &reconciled, body);
+            let (takeover, reconciled) = reconcile::takeover(took_over && body.reconciles());
+            let body = || body.start(takeover);
             let result = self.run_body(&guard, &claim, finished, body).await;
-            if asked {
+            if let Some(reconciled) = reconciled {
                 let reconciled = reconciled.load(Ordering::Relaxed);
                 span.record("reconciled", reconciled);
                 if reconciled {

@@ -1,6 +1,7 @@
 //! Reconcile: what a call that takes over a vanished holder's claim asks
 //! before it runs the body again (SPEC §13).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Serialize, de::DeserializeOwned};
@@ -91,14 +92,14 @@ impl<P> Call<P> {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
     /// /// Asks the provider whether it booked a charge under `reference`.
-    /// async fn booked(reference: &str) -> Option<String> {
+    /// async fn booked(reference: Option<String>) -> Option<String> {
     ///     # let _ = reference;
     ///     None
     /// }
     /// let out: Result<String, idem::Error> = idem
     ///     .call("payments", "order-1")
-    ///     .reconcile(|| async { Ok(booked(&idem::child_key("charge")).await) })
-    ///     .run(|| async { Ok(format!("charge {}", idem::child_key("charge"))) })
+    ///     .reconcile(|| async { Ok(booked(idem::child_key("charge")).await) })
+    ///     .run(|| async { Ok(format!("charge {:?}", idem::child_key("charge"))) })
     ///     .await;
     /// assert!(out.unwrap().starts_with("charge "));
     /// # }
@@ -195,28 +196,86 @@ impl<P, R> Reconciling<P, R> {
     }
 }
 
-/// The body a won claim runs: the reconcile first on a takeover, then the
-/// body unless the reconcile answered with a value (which `reconciled`
-/// then says).
-pub(super) async fn reconciled_or_run<T, E, R, F, Fut>(
-    reconcile: Option<R>,
-    reconciled: &AtomicBool,
-    body: F,
-) -> Result<T, E>
+/// A takeover the reconcile is asked about: made by the protocol only
+/// when a call with a reconcile takes over a vanished holder's claim, and
+/// told whether the reconcile answered with a value.
+#[doc(hidden)]
+pub struct Takeover(Arc<AtomicBool>);
+
+impl Takeover {
+    /// Awaits the reconcile, noting whether it answered with a value.
+    pub async fn ask<T, E>(
+        &self,
+        reconcile: impl Future<Output = Result<Option<T>, E>>,
+    ) -> Result<Option<T>, E> {
+        let answer = reconcile.await;
+        if let Ok(Some(_)) = answer {
+            self.0.store(true, Ordering::Relaxed);
+        } else if let Ok(None) = answer {
+            tracing::debug!("idem: reconcile found no effect; running the body");
+        }
+        answer
+    }
+}
+
+/// What a won claim runs: the body, asked first to reconcile on a
+/// takeover when it can.
+pub(crate) trait Run<T, E> {
+    /// Whether a takeover is reconciled.
+    fn reconciles(&self) -> bool;
+    /// Runs; `takeover` is given only on a takeover, when `reconciles`.
+    fn start(self, takeover: Option<Takeover>) -> impl Future<Output = Result<T, E>>;
+}
+
+/// The builder's body and reconcile.
+pub(crate) struct WithReconcile<R, F> {
+    pub(crate) reconcile: R,
+    pub(crate) body: F,
+}
+
+impl<T, E, R, F, Fut> Run<T, E> for WithReconcile<R, F>
 where
     R: Reconcile<T, E>,
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    if let Some(reconcile) = reconcile {
-        match reconcile.start().await {
-            Ok(Some(value)) => {
-                reconciled.store(true, Ordering::Relaxed);
+    fn reconciles(&self) -> bool {
+        self.reconcile.is_set()
+    }
+
+    async fn start(self, takeover: Option<Takeover>) -> Result<T, E> {
+        if let Some(takeover) = takeover {
+            if let Some(value) = takeover.ask(self.reconcile.start()).await? {
                 return Ok(value);
             }
-            Ok(None) => tracing::debug!("idem: reconcile found no effect; running the body"),
-            Err(err) => return Err(err),
         }
+        (self.body)().await
     }
-    body().await
+}
+
+/// The attribute's body, which reconciles itself when handed a
+/// [`Takeover`].
+pub(crate) struct SelfReconciling<F>(pub(crate) F);
+
+impl<T, E, F, Fut> Run<T, E> for SelfReconciling<F>
+where
+    F: FnOnce(Option<Takeover>) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    fn reconciles(&self) -> bool {
+        true
+    }
+
+    fn start(self, takeover: Option<Takeover>) -> impl Future<Output = Result<T, E>> {
+        (self.0)(takeover)
+    }
+}
+
+/// The takeover handed to a body that reconciles, and the flag it sets.
+pub(super) fn takeover(asked: bool) -> (Option<Takeover>, Option<Arc<AtomicBool>>) {
+    if !asked {
+        return (None, None);
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    (Some(Takeover(Arc::clone(&flag))), Some(flag))
 }
