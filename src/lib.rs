@@ -77,9 +77,8 @@
 pub use idem_core::{
     Call, CallSite, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL, Error,
     ErrorPolicy, Idempotency, IdempotencyBuilder, KeyPart, NoReconcile, Reconcile, Reconciling,
-    ReleaseErrors, Reported, Store,
-    StoreError, StoreErrorsIf, call_site, child_key, install, installed, replay_errors, step,
-    store_errors_if,
+    ReleaseErrors, Reported, Store, StoreError, StoreErrorsIf, call_site, child_key, install,
+    installed, replay_errors, step, store_errors_if,
 };
 pub use idem_macros::idempotent;
 

@@ -44,15 +44,27 @@ async fn vanished(order: &str) {
 #[tokio::test]
 async fn the_attribute_reconciles_a_takeover_only() {
     assert_eq!(charge("fresh".into(), 5).await.unwrap(), "ran fresh 5");
-    assert_eq!((BODY.load(Ordering::SeqCst), ASKED.load(Ordering::SeqCst)), (1, 0));
+    assert_eq!(
+        (BODY.load(Ordering::SeqCst), ASKED.load(Ordering::SeqCst)),
+        (1, 0)
+    );
 
     vanished("lost").await;
     let answer = charge("lost".into(), 7).await.unwrap();
     assert_eq!(answer, "lost 7 64");
     assert_eq!(charge("lost".into(), 7).await.unwrap(), answer, "replayed");
-    assert_eq!((BODY.load(Ordering::SeqCst), ASKED.load(Ordering::SeqCst)), (1, 1));
+    assert_eq!(
+        (BODY.load(Ordering::SeqCst), ASKED.load(Ordering::SeqCst)),
+        (1, 1)
+    );
 
     vanished("never-booked").await;
-    assert_eq!(charge("never-booked".into(), 9).await.unwrap(), "ran never-booked 9");
-    assert_eq!((BODY.load(Ordering::SeqCst), ASKED.load(Ordering::SeqCst)), (2, 2));
+    assert_eq!(
+        charge("never-booked".into(), 9).await.unwrap(),
+        "ran never-booked 9"
+    );
+    assert_eq!(
+        (BODY.load(Ordering::SeqCst), ASKED.load(Ordering::SeqCst)),
+        (2, 2)
+    );
 }

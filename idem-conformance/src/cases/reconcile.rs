@@ -107,7 +107,11 @@ pub async fn a_normal_call_never_reconciles(idem: Idempotency) {
             })
             .run(move || async move {
                 let run = runs.bump();
-                if fail { Err(AppError::Timeout) } else { Ok(run) }
+                if fail {
+                    Err(AppError::Timeout)
+                } else {
+                    Ok(run)
+                }
             })
     };
     let long = Duration::from_secs(60);
@@ -148,7 +152,10 @@ pub async fn takeover_is_reported_only_for_a_lapsed_claim(idem: Idempotency) {
     let released = RecordKey::new(&scope, &"released");
     let first = new_claim(Fingerprint::NONE, LEASE);
     assert!(!took_over(store.claim(&released, &first).await.unwrap()));
-    assert_eq!(store.release(&released, first.token).await.unwrap(), Fence::Held);
+    assert_eq!(
+        store.release(&released, first.token).await.unwrap(),
+        Fence::Held
+    );
     let claim = new_claim(Fingerprint::NONE, LEASE);
     assert!(!took_over(store.claim(&released, &claim).await.unwrap()));
 }
