@@ -244,10 +244,10 @@ where
     }
 
     async fn start(self, takeover: Option<Takeover>) -> Result<T, E> {
-        if let Some(takeover) = takeover {
-            if let Some(value) = takeover.ask(self.reconcile.start()).await? {
-                return Ok(value);
-            }
+        if let Some(takeover) = takeover
+            && let Some(value) = takeover.ask(self.reconcile.start()).await?
+        {
+            return Ok(value);
         }
         (self.body)().await
     }
