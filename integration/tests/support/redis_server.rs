@@ -71,6 +71,8 @@ pub(crate) fn free_port() -> u16 {
 /// Dropping it, or the process exiting however it ends, stops it.
 pub(crate) struct PrivateRedis {
     pub port: u16,
+    /// The server binary: `redis-server`, or a `valkey-server`.
+    program: String,
     dir: PathBuf,
     extra: Vec<String>,
     guardian: Option<(Child, ChildStdin)>,
@@ -84,11 +86,18 @@ impl PrivateRedis {
 
     /// Starts a server on `port` (one a stopped server left free).
     pub(crate) fn start_on(port: u16, extra: &[&str]) -> Self {
+        Self::start_program("redis-server", port, extra)
+    }
+
+    /// Starts `program` (a `redis-server` or `valkey-server` binary) on
+    /// `port` with `extra` arguments.
+    pub(crate) fn start_program(program: &str, port: u16, extra: &[&str]) -> Self {
         remove_stale_dirs();
         let dir = std::env::temp_dir().join(format!("idem-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut server = PrivateRedis {
             port,
+            program: program.to_owned(),
             dir,
             extra: extra.iter().map(|s| (*s).to_owned()).collect(),
             guardian: None,
@@ -121,7 +130,8 @@ impl PrivateRedis {
         // The guardian shell runs the server and kills it as soon as its
         // stdin closes: when we drop it, or when this process dies.
         let script = format!(
-            "redis-server {} >/dev/null 2>&1 & pid=$!; echo started; cat >/dev/null; kill -9 $pid; wait $pid",
+            "'{}' {} >/dev/null 2>&1 & pid=$!; echo started; cat >/dev/null; kill -9 $pid; wait $pid",
+            self.program,
             quoted.join(" ")
         );
         let mut guardian = Command::new("sh")
@@ -157,7 +167,8 @@ impl PrivateRedis {
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "redis-server did not start on port {}: install it (Debian: apt-get install redis-server) or set IDEM_TEST_REDIS_URL",
+                "{} did not start on port {}: install it (Debian: apt-get install redis-server; Valkey: scripts/valkey) or set IDEM_TEST_REDIS_URL",
+                self.program,
                 self.port
             );
             std::thread::sleep(Duration::from_millis(50));
