@@ -128,5 +128,9 @@ pub use idem_store::SqliteStore;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
+
 #[doc(hidden)]
 pub use idem_core::__private;
