@@ -21,19 +21,20 @@ pub static SITES: [Site];
 /// ```
 /// use idem::idempotent;
 ///
-/// #[idempotent(key = order_id, scope = "payments", ttl = "24h", errors = "replay")]
-/// async fn charge(order_id: &str) -> Result<u64, idem::Error> {
+/// #[idempotent(key = order_id, scope = "payments", ttl = "24h", wait = "2s")]
+/// async fn refund_order(order_id: &str) -> Result<u64, idem::Error> {
 ///     Ok(1200)
 /// }
 ///
 /// let site = idem::testing::sites()
 ///     .into_iter()
-///     .find(|site| site.path().ends_with("::charge"))
+///     .find(|site| site.path().ends_with("::refund_order"))
 ///     .unwrap();
 /// assert_eq!(site.key(), Some("order_id"));
 /// assert_eq!(site.scope(), Some("\"payments\""));
 /// assert_eq!(site.ttl(), Some(std::time::Duration::from_secs(24 * 3600)));
-/// assert_eq!(site.errors(), "replay");
+/// assert_eq!(site.wait(), Some(std::time::Duration::from_secs(2)));
+/// assert_eq!(site.errors(), "release");
 /// assert!(!site.detach());
 /// ```
 pub fn sites() -> Vec<&'static Site> {
