@@ -50,6 +50,9 @@
 //!   whose suite every store must pass.
 //! - [`key`] and [`fingerprint`]: how scopes, keys and payloads are hashed,
 //!   for a [`KeyPart`] of your own.
+//! - `testing` (feature `testing`): prove your own functions: crash
+//!   points, a faulty store, pinned keys, and the inventory of
+//!   `#[idempotent]` functions.
 //! - [`http`] (`axum`): a tower layer for whole HTTP endpoints, and an
 //!   extractor; [`queue`]: what a queue consumer tells its broker.
 //!

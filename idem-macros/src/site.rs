@@ -16,10 +16,15 @@ pub(crate) fn gen_site(model: &Model<'_>) -> TokenStream {
     let name = model.func.sig.ident.to_string();
     let scope = optional(private, args.scope.as_ref().map(written));
     let key = optional(private, args.key.as_ref().map(written));
-    let fingerprint = optional(private, args.fingerprint.as_ref().map(|fingerprint| match fingerprint {
-        Fingerprint::Disabled => "false".to_owned(),
-        Fingerprint::Expr(expr) => written(expr),
-    }));
+    let fingerprint = optional(
+        private,
+        args.fingerprint
+            .as_ref()
+            .map(|fingerprint| match fingerprint {
+                Fingerprint::Disabled => "false".to_owned(),
+                Fingerprint::Expr(expr) => written(expr),
+            }),
+    );
     let [ttl, lease, wait] =
         [&args.ttl, &args.lease, &args.wait].map(|value| setting(private, value.as_ref()));
     let errors = match &args.errors {

@@ -157,7 +157,9 @@ async fn detached_bodies_are_crashed_too() {
 #[tokio::test]
 async fn a_broken_invariant_without_any_crash_is_reported() {
     let report = CrashPoints::new(|idem: Idempotency| async move {
-        idem.call("s", "k").run(|| async { Ok::<_, idem::Error>(()) }).await
+        idem.call("s", "k")
+            .run(|| async { Ok::<_, idem::Error>(()) })
+            .await
     })
     .invariant(|| false)
     .run()
@@ -202,7 +204,10 @@ async fn a_claim_whose_answer_is_lost_does_not_run_the_body_and_is_released() {
     assert!(is_injected(&charge(&idem, &runs).await));
     // The claim was applied: a retry meanwhile finds it held and does not
     // run the body.
-    assert!(matches!(charge(&idem, &runs).await, Err(idem::Error::InProgress { .. })));
+    assert!(matches!(
+        charge(&idem, &runs).await,
+        Err(idem::Error::InProgress { .. })
+    ));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     // The runtime releases a claim whose answer was lost (after 250 ms,
     // well inside the 1 s lease): the retry then runs once.
@@ -215,7 +220,10 @@ async fn a_failed_completion_keeps_the_claim_so_no_retry_runs_until_the_lease_en
     let (store, idem, runs) = faulty();
     store.fail_next(Op::Complete, 1);
     assert!(is_injected(&charge(&idem, &runs).await));
-    assert!(matches!(charge(&idem, &runs).await, Err(idem::Error::InProgress { .. })));
+    assert!(matches!(
+        charge(&idem, &runs).await,
+        Err(idem::Error::InProgress { .. })
+    ));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     tokio::time::advance(Duration::from_secs(2)).await;
     assert_eq!(charge(&idem, &runs).await.unwrap(), 2);
@@ -264,8 +272,14 @@ async fn a_failed_release_keeps_the_claim_so_no_retry_runs_until_the_lease_ends(
     };
     store.fail_next(Op::Release, 1);
     let first = failing(idem.clone(), Arc::clone(&runs)).await;
-    assert!(matches!(first, Err(idem::Error::InvalidKey(_))), "{first:?}");
-    assert!(matches!(charge(&idem, &runs).await, Err(idem::Error::InProgress { .. })));
+    assert!(
+        matches!(first, Err(idem::Error::InvalidKey(_))),
+        "{first:?}"
+    );
+    assert!(matches!(
+        charge(&idem, &runs).await,
+        Err(idem::Error::InProgress { .. })
+    ));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     tokio::time::advance(Duration::from_secs(2)).await;
     assert_eq!(charge(&idem, &runs).await.unwrap(), 2);
@@ -284,7 +298,13 @@ async fn failed_renewals_let_the_lease_end_and_the_result_is_not_stored() {
         })
         .await;
     assert!(
-        matches!(slow, Err(idem::Error::LeaseLost { taken_over: false, .. })),
+        matches!(
+            slow,
+            Err(idem::Error::LeaseLost {
+                taken_over: false,
+                ..
+            })
+        ),
         "{slow:?}"
     );
     store.fail_next(Op::Renew, 0);
@@ -304,7 +324,11 @@ async fn a_delayed_claim_answers_after_its_delay() {
 // --- probe ---
 
 #[idempotent(store = idem, skip(idem))]
-async fn open_account(idem: &Idempotency, owner: &str, limit_cents: u64) -> Result<u64, idem::Error> {
+async fn open_account(
+    idem: &Idempotency,
+    owner: &str,
+    limit_cents: u64,
+) -> Result<u64, idem::Error> {
     Ok(limit_cents)
 }
 
@@ -324,7 +348,11 @@ async fn probe_equals_the_record_on(idem: Idempotency, admin: &dyn idem::admin::
         )
         .unwrap(),
     );
-    let record = admin.inspect(&key).await.unwrap().expect("the real call wrote this key");
+    let record = admin
+        .inspect(&key)
+        .await
+        .unwrap()
+        .expect("the real call wrote this key");
     assert_eq!(record.key.to_hex(), probed.key);
     assert_eq!(hex(record.fingerprint.as_bytes()), probed.fingerprint);
     // Another payload: same derived key? No: the key is derived from both
@@ -349,12 +377,13 @@ async fn probe_equals_what_the_real_call_writes_to_sqlite() {
 
 #[tokio::test]
 async fn probe_pins_an_explicit_key_and_a_builder_call() {
-    let probed = probe(|idem| async move {
-        transfer_unstepped(&idem, &Bank::default(), "t-9").await
-    })
-    .await;
+    let probed =
+        probe(|idem| async move { transfer_unstepped(&idem, &Bank::default(), "t-9").await }).await;
     assert_eq!(probed.scope, "transfers");
-    assert_eq!(probed.key, idem::key::RecordKey::new(&"transfers", &"t-9").to_hex());
+    assert_eq!(
+        probed.key,
+        idem::key::RecordKey::new(&"transfers", &"t-9").to_hex()
+    );
     let builder = probe(|idem| async move {
         idem.call(&("tenant", 7u32), "order-1")
             .fingerprint(&("alice", 1200u32))
@@ -368,7 +397,9 @@ async fn probe_pins_an_explicit_key_and_a_builder_call() {
     );
     assert_eq!(
         builder.fingerprint,
-        hex(idem::fingerprint::Fingerprint::of(&("alice", 1200u32)).unwrap().as_bytes())
+        hex(idem::fingerprint::Fingerprint::of(&("alice", 1200u32))
+            .unwrap()
+            .as_bytes())
     );
 }
 
@@ -434,12 +465,19 @@ fn sites_lists_every_attribute_of_this_binary_with_its_options() {
     assert_eq!(every.fingerprint(), Some("false"));
     assert_eq!(every.ttl(), Some(Duration::from_secs(3600)));
     assert_eq!(every.lease(), Some(Duration::from_secs(10)));
-    assert_eq!(every.wait(), None, "an expression is known only at run time");
+    assert_eq!(
+        every.wait(),
+        None,
+        "an expression is known only at run time"
+    );
     assert_eq!(every.errors(), "replay");
     assert!(!every.detach());
 
     let derived = site("open_account");
-    assert_eq!((derived.key(), derived.scope(), derived.fingerprint()), (None, None, None));
+    assert_eq!(
+        (derived.key(), derived.scope(), derived.fingerprint()),
+        (None, None, None)
+    );
     assert_eq!(derived.ttl(), Some(idem::DEFAULT_TTL));
     assert_eq!(derived.lease(), Some(idem::DEFAULT_LEASE));
     assert_eq!(derived.wait(), Some(Duration::ZERO));

@@ -22,7 +22,12 @@ impl Effects {
     }
 
     fn count(&self, prefix: &str) -> usize {
-        self.0.lock().unwrap().iter().filter(|e| e.starts_with(prefix)).count()
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.starts_with(prefix))
+            .count()
     }
 }
 
@@ -37,8 +42,14 @@ async fn pay(
 ) -> Result<u64, idem::Error> {
     // Each effect in a step: a call recovered after a crash resumes after
     // the last one that finished instead of charging again.
-    idem::step("charge", || effects.apply(format!("charge {order_id} {cents}"))).await?;
-    idem::step("ledger", || effects.apply(format!("ledger {order_id} {cents}"))).await?;
+    idem::step("charge", || {
+        effects.apply(format!("charge {order_id} {cents}"))
+    })
+    .await?;
+    idem::step("ledger", || {
+        effects.apply(format!("ledger {order_id} {cents}"))
+    })
+    .await?;
     Ok(cents)
 }
 
@@ -62,18 +73,15 @@ async fn a_crash_at_any_await_point_charges_once() {
 /// Pin your own values: run once, paste what the assertion prints.
 #[tokio::test]
 async fn the_derived_key_and_fingerprint_are_pinned() {
-    let pinned = probe(|idem| async move {
-        pay(&idem, &Effects::default(), "order-1", 1200).await
-    })
-    .await;
+    let pinned =
+        probe(|idem| async move { pay(&idem, &Effects::default(), "order-1", 1200).await }).await;
     assert_eq!(pinned.scope, "testing_kit_example::pay");
     assert_eq!(pinned.key, PINNED_KEY, "{pinned:?}");
     assert_eq!(pinned.fingerprint, PINNED_FINGERPRINT, "{pinned:?}");
 }
 
 const PINNED_KEY: &str = "a5df50bc36e33cecce5b931e672f1f8d4ae8a0716eefae9e4d5d46d9ece053dc";
-const PINNED_FINGERPRINT: &str =
-    "8eed3c0086dc400f22b61c0385247a3036e6d6a46103be66080142b80a795864";
+const PINNED_FINGERPRINT: &str = "8eed3c0086dc400f22b61c0385247a3036e6d6a46103be66080142b80a795864";
 
 #[tokio::test]
 async fn a_store_failure_before_the_claim_charges_nothing() {

@@ -12,8 +12,8 @@
 use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
@@ -21,9 +21,9 @@ use std::time::Duration;
 use idem_core::testing::polls::{Budget, counted};
 use idem_store::MemoryStore;
 
+use crate::key::RecordKey;
 use crate::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
 use crate::{Idempotency, Store, StoreError};
-use crate::key::RecordKey;
 
 /// Crashes a call at each of its await points and checks an invariant
 /// after recovery.
@@ -92,7 +92,9 @@ where
         match receiver.await {
             Ok(Ok(report)) => report,
             Ok(Err(panic)) => resume_unwind(panic),
-            Err(_) => panic!("idem::testing::CrashPoints: the crash-test thread ended without a report"),
+            Err(_) => {
+                panic!("idem::testing::CrashPoints: the crash-test thread ended without a report")
+            }
         }
     }
 
@@ -287,7 +289,12 @@ impl Store for Process {
         self.store.release(key, token).await
     }
 
-    async fn renew(&self, key: &RecordKey, token: Token, lease: Duration) -> Result<Fence, StoreError> {
+    async fn renew(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        lease: Duration,
+    ) -> Result<Fence, StoreError> {
         self.check(Some(lease))?;
         self.store.renew(key, token, lease).await
     }

@@ -20,6 +20,6 @@ mod probe;
 pub(crate) mod sites;
 
 pub use faulty::{FaultyStore, Op};
-pub use probe::{Probe, probe};
 pub(crate) use probe::Seen;
+pub use probe::{Probe, probe};
 pub use sites::{Site, sites};

@@ -150,7 +150,9 @@ impl Site {
     /// The claim's lease: the literal, [`DEFAULT_LEASE`] (shortened to a
     /// literal TTL below it) when absent, `None` when an expression.
     pub fn lease(&self) -> Option<Duration> {
-        let default = self.ttl().map_or(DEFAULT_LEASE, |ttl| ttl.min(DEFAULT_LEASE));
+        let default = self
+            .ttl()
+            .map_or(DEFAULT_LEASE, |ttl| ttl.min(DEFAULT_LEASE));
         self.lease.or(default)
     }
 
