@@ -311,10 +311,6 @@ impl<P> Call<P> {
             if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
                 return self.replayed(&hit.fingerprint, &hit.record, &span);
             }
-            #[cfg(feature = "testing")]
-            if let Some(seen) = &self.idem.inner.probed {
-                seen.scope(&self.scope);
-            }
             let claim = Claim {
                 token: Token::random(),
                 fingerprint: self.fingerprint,
