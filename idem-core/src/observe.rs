@@ -136,6 +136,20 @@ impl CallSite {
     /// The site of builder calls that name none: `scope="unnamed"`.
     pub const UNNAMED: &'static CallSite = crate::call_site!("unnamed");
 
+    /// A site named at run time, for integrations whose sites are known
+    /// only then (an HTTP layer's routes). Its metrics keys must live for
+    /// the whole program, so it is leaked: make one per name and keep it.
+    ///
+    /// ```
+    /// let site: &'static idem::CallSite = idem::CallSite::leak("POST /orders");
+    /// assert_eq!(site.name(), "POST /orders");
+    /// ```
+    pub fn leak(name: impl Into<String>) -> &'static CallSite {
+        let name: &'static str = Box::leak(name.into().into_boxed_str());
+        let labels: &'static SiteLabels = Box::leak(Box::new(SiteLabels::new(name)));
+        Box::leak(Box::new(CallSite::new(name, labels)))
+    }
+
     #[doc(hidden)]
     pub const fn new(name: &'static str, labels: &'static SiteLabels) -> Self {
         let calls = &labels.by_outcome;

@@ -22,7 +22,24 @@ use sqlx::mysql::{MySqlPool, MySqlRow};
 
 use conns::Conns;
 use exec::Affected;
-use statements::{BACKEND, ClaimBytes, Completion, Sql};
+use statements::{ClaimBytes, Completion, Sql};
+
+/// The backend's name in a `StoreError`.
+const BACKEND: &str = "mysql";
+
+/// The server's clock, in UTC.
+const NOW: &str = "UTC_TIMESTAMP(6)";
+
+/// A statement with its parameters bound.
+type MyQuery<'q> = sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>;
+
+/// A duration as whole microseconds for the server, capped at 100 years
+/// (`DATETIME` ends in the year 9999).
+fn micros(duration: Duration) -> i64 {
+    const CAP: u128 = 100 * 365 * 24 * 3600 * 1_000_000;
+    duration.as_micros().min(CAP) as i64
+}
+
 
 pub use builder::MySqlStoreBuilder;
 pub use tx::InTransaction;

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use crate::__private::SiteLabels;
 use crate::CallSite;
 
 /// Sites are leaked to be `'static` (metrics keys borrow them), so at
@@ -28,9 +27,7 @@ pub(crate) fn site(route_key: &str) -> &'static CallSite {
     if sites.len() >= MAX_SITES {
         return OTHER;
     }
-    let name: &'static str = Box::leak(route_key.to_owned().into_boxed_str());
-    let labels: &'static SiteLabels = Box::leak(Box::new(SiteLabels::new(name)));
-    let site: &'static CallSite = Box::leak(Box::new(CallSite::new(name, labels)));
+    let site = CallSite::leak(route_key);
     sites.insert(route_key.to_owned(), site);
     site
 }

@@ -13,7 +13,7 @@ use idem_core::store::async_trait;
 use sqlx::Row;
 use sqlx::mysql::MySqlRow;
 
-use super::statements::{BACKEND, MyQuery, NOW, micros};
+use super::{BACKEND, MyQuery, NOW, micros};
 use super::{MySqlStore, Source};
 
 /// The columns every answer reads; the record's bytes come after them.

@@ -7,7 +7,8 @@ use idem_core::StoreError;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 
 use super::conns::{self, Conns};
-use super::statements::{BACKEND, Sql};
+use super::BACKEND;
+use super::statements::Sql;
 use super::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_PURGE_BATCH,
     DEFAULT_RESPONSE_TIMEOUT, DEFAULT_TABLE, Inner, MySqlStore, Source,

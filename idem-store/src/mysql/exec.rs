@@ -11,7 +11,7 @@ use sqlx::Row;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 
 use super::conns::lost_connection;
-use super::statements::{BACKEND, MyQuery};
+use super::{BACKEND, MyQuery};
 use super::{MySqlStore, Source};
 
 /// A statement on its way, boxed: a future in the trait itself would not

@@ -10,7 +10,8 @@ use idem_core::store::{ClaimOutcome, StepId};
 use sqlx::Row;
 use sqlx::mysql::MySqlRow;
 
-use super::statements::{self, BACKEND};
+use super::BACKEND;
+use super::statements::self;
 use super::steps;
 
 /// Reads the claim's rows: outcome, fingerprint, record, remaining

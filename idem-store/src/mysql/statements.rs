@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use idem_core::StoreError;
 use idem_core::store::Claim;
-use sqlx::MySql;
-use sqlx::mysql::MySqlArguments;
-use sqlx::query::Query;
+
+use super::{BACKEND, MyQuery, NOW, micros};
 
 impl super::MySqlStore {
     /// The statements of this store's table, for the transactional mode.
@@ -23,20 +22,12 @@ impl super::MySqlStore {
     }
 }
 
-/// The backend's name in a `StoreError`.
-pub(super) const BACKEND: &str = "mysql";
-
-/// A statement with its parameters bound.
-pub(super) type MyQuery<'q> = Query<'q, MySql, MySqlArguments>;
-
 /// Claim outcomes as the claim procedure reports them.
 pub(super) const WON: i32 = 0;
 pub(super) const TOOK_OVER: i32 = 1;
 pub(super) const IN_PROGRESS: i32 = 2;
 pub(super) const COMPLETED: i32 = 3;
 
-/// The server's clock, in UTC.
-pub(super) const NOW: &str = "UTC_TIMESTAMP(6)";
 
 /// Where the records live and the statements that use them.
 #[derive(Debug)]
@@ -164,13 +155,6 @@ fn check_identifier(what: &str, name: &str, max: usize) -> Result<(), StoreError
             ),
         ))
     }
-}
-
-/// A duration as whole microseconds for the server, capped at 100 years
-/// (`DATETIME` ends in the year 9999).
-pub(super) fn micros(duration: Duration) -> i64 {
-    const CAP: u128 = 100 * 365 * 24 * 3600 * 1_000_000;
-    duration.as_micros().min(CAP) as i64
 }
 
 impl Sql {

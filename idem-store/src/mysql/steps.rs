@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use idem_core::store::StepId;
 
-use super::statements::{MyQuery, NOW, micros};
+use super::{MyQuery, NOW, micros};
 
 /// The statements of steps, rendered once per table.
 #[derive(Debug)]

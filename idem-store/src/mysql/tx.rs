@@ -15,7 +15,8 @@ use tokio::sync::Mutex;
 use super::MySqlStore;
 use super::exec::{Affected, Answer};
 use super::rows::claim_outcome;
-use super::statements::{ClaimBytes, Completion, MyQuery, Sql};
+use super::MyQuery;
+use super::statements::{ClaimBytes, Completion, Sql};
 
 /// A call that will run inside a database transaction. Made by
 /// [`MySqlStore::in_transaction`]; run by [`run`](InTransaction::run).
