@@ -89,18 +89,9 @@ use proc_macro::TokenStream;
 ///
 /// # Errors
 ///
-/// idem's own errors reach the caller through `E: From<idem::Error>`:
-///
-/// | `idem::Error` | when | HTTP status |
-/// | --- | --- | --- |
-/// | `InProgress` | another call holds the key and `wait` ran out or is zero | 409 |
-/// | `FingerprintMismatch` | the key was used before with another payload | 422 |
-/// | `LeaseLost` | our claim's lease ran out before the body ended (`taken_over`: another call holds the key now, or it merely expired); our result was not stored | 409 |
-/// | `Store` | the store failed or is unreachable; the body did not run if the claim was not won | 503 |
-/// | `Codec` | a value cannot be encoded, or a stored one decoded | 500 |
-/// | `InvalidKey` | the key is not acceptable (empty) | 400 |
-/// | `InvalidStep` | `idem::step` outside an idempotent body, inside another step, a name used twice, or where the store cannot keep steps (`run_on`, a transaction) | 500 |
-/// | `NotConfigured` | no `store = …` and no `idem::install` | 500 |
+/// idem's own errors reach the caller through `E: From<idem::Error>`; each
+/// variant, when it happens and its HTTP status are listed on
+/// [`idem::Error`](https://docs.rs/idemkit/latest/idem/enum.Error.html).
 ///
 /// Works on free `async fn`s, methods taking `&self`, `&mut self` or
 /// `self: Arc<Self>`, generic fns and fns in trait impls; the signature
