@@ -21,6 +21,7 @@
 //! it is the function's path (`my_app::billing::charge`), whatever its
 //! `scope = …` expression. A builder call is counted under `scope="unnamed"`
 //! unless it names its site: `.site(idem::call_site!("payments"))`
+//! ([`call_site!`](crate::call_site))
 //! (a `&'static str`, built at compile time). The HTTP layer's calls are
 //! `unnamed` for now.
 //!
@@ -40,7 +41,7 @@
 //!
 //! # Forget, and a disabled handle
 //!
-//! `idem.forget(scope, key).await` removes a record, completed or in
+//! [`idem.forget(scope, key)`](crate::Idempotency::forget) removes a record, completed or in
 //! progress, from the store and the handle's local cache, so the next call
 //! runs the body again; a key with no record is `Ok`. A body still running on
 //! a forgotten claim gets `Error::LeaseLost` when it completes (its result is
@@ -48,7 +49,7 @@
 //! your own that does not answers it with a `StoreError` saying so.
 //! Inside PostgreSQL's transactional mode it deletes within the transaction.
 //!
-//! `idem::Idempotency::disabled()` runs every body and stores nothing (for
+//! [`Idempotency::disabled()`](crate::Idempotency::disabled) runs every body and stores nothing (for
 //! tests and local runs); its first call logs one `tracing` warning saying
 //! so, once per handle.
 //!
