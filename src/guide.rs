@@ -12,11 +12,12 @@
 //! | [`records`] | records across deploys, and what a record holds |
 //! | [`stores`] | choosing a store, what every store guarantees, the memory store, the local replay cache, your own store |
 //! | [`redis`] | the Redis store and running Redis for idem (feature `redis`) |
-//! | [`sql`] | SQLite and PostgreSQL, with PostgreSQL's transactional mode (features `sqlite`, `postgres`) |
+//! | [`sql`] | SQLite, PostgreSQL with its transactional mode, MySQL/MariaDB (features `sqlite`, `postgres`, `mysql`) |
 //! | [`http`] | the axum layer: the recipe, what it stores, compression, security, token mode, versions, a walk through the payments example (feature `axum`) |
 //! | [`client`] | the reqwest middleware that keeps one key across retries (feature `client`) |
 //! | [`queues`] | queue consumers: keys, dispositions, heartbeats, crashes (feature `postgres` for its example) |
 //! | [`steps`] | recovery points inside a body of several effects |
+//! | [`unknown_outcomes`] | a holder that vanished mid-effect: what `child_key`, steps, the transactional mode and `reconcile` each guarantee |
 //! | [`operations`] | metrics, spans, forgetting records, the `idem` command |
 //! | [`faults`] | what each store does under the faults an SRE tries |
 
@@ -41,3 +42,4 @@ pub mod redis;
 pub mod sql;
 pub mod steps;
 pub mod stores;
+pub mod unknown_outcomes;

@@ -42,9 +42,10 @@
 //!   retried call resumes after its last finished step.
 //! - The stores, one feature each: [`MemoryStore`] (`memory`, default),
 //!   `RedisStore` (`redis`), `PostgresStore` and its transactional mode
-//!   (`postgres`), `SqliteStore` (`sqlite`). Each backend's module
-//!   ([`memory`], `redis`, `postgres`, `sqlite`) holds its store and what
-//!   else it needs (a builder, defaults, the transaction types).
+//!   (`postgres`), `SqliteStore` (`sqlite`), `MySqlStore` (`mysql`, MySQL
+//!   and MariaDB). Each backend's module ([`memory`], `redis`, `postgres`,
+//!   `sqlite`, `mysql`) holds its store and what else it needs (a builder,
+//!   defaults, the transaction types).
 //! - Your own store: the [`Store`] trait, the items of [`store`] it speaks
 //!   (claims, outcomes, fencing tokens), and the `idem-conformance` crate,
 //!   whose suite every store must pass.
@@ -75,9 +76,9 @@
 
 pub use idem_core::{
     Call, CallSite, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL, Error,
-    ErrorPolicy, Failed, Idempotency, IdempotencyBuilder, KeyPart, Ran, ReleaseErrors, Reported,
-    Store, StoreError, StoreErrorKind, StoreErrorsIf, call_site, child_key, install, installed,
-    replay_errors, step, store_errors_if,
+    ErrorPolicy, Failed, Idempotency, IdempotencyBuilder, KeyPart, NoReconcile, Ran, Reconcile,
+    Reconciling, ReleaseErrors, Reported, Store, StoreError, StoreErrorKind, StoreErrorsIf,
+    call_site, child_key, install, installed, replay_errors, step, store_errors_if,
 };
 pub use idem_macros::idempotent;
 
@@ -124,6 +125,15 @@ pub use idem_store::sqlite;
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 #[doc(no_inline)]
 pub use idem_store::SqliteStore;
+
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+pub use idem_store::mysql;
+
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+#[doc(no_inline)]
+pub use idem_store::MySqlStore;
 
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]

@@ -8,6 +8,7 @@ mod concurrency;
 mod errors;
 mod keys;
 mod leases;
+mod reconcile;
 mod serde_forms;
 mod steps;
 mod steps_nested;
@@ -28,6 +29,10 @@ pub use leases::{
     a_body_that_blocks_its_thread_keeps_its_lease, a_lapsed_claim_is_lost_as_expired,
     dropped_call_releases_its_claim, lease_expiry_allows_takeover_and_fences_the_late_holder,
     renewal_keeps_a_long_body_claimed, ttl_expiry_runs_again,
+};
+pub use reconcile::{
+    a_normal_call_never_reconciles, a_reconcile_that_finds_nothing_runs_the_body,
+    a_takeover_reconciles_once_and_skips_the_body, takeover_is_reported_only_for_a_lapsed_claim,
 };
 pub use serde_forms::{replays_every_serde_form, unencodable_value_settles_the_key};
 pub use steps::{

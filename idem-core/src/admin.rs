@@ -176,7 +176,7 @@ pub struct Purged {
 }
 
 /// What an operator does to a store's records as a whole. Implemented by
-/// `SqliteStore`, `PostgresStore` and `RedisStore`.
+/// `SqliteStore`, `PostgresStore`, `MySqlStore` and `RedisStore`.
 ///
 /// ```no_run
 /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {

@@ -342,6 +342,32 @@ pub enum CodecError {
         /// The configured limit.
         limit: usize,
     },
+    /// The value nests deeper than a record can be read back with (arrays
+    /// and objects inside each other, as its JSON is written, escapes
+    /// included): it is refused before it is stored.
+    #[error(
+        "the encoded value nests {depth} levels deep, more than the {limit} a record can be read back with"
+    )]
+    TooDeep {
+        /// How deeply the value's JSON nests.
+        depth: usize,
+        /// The deepest a record may nest.
+        limit: usize,
+    },
+    /// The value encodes but would not decode as its own type, so it is
+    /// refused before it is stored: a `u128` or `i128` inside
+    /// `#[serde(flatten)]` or an untagged or internally tagged enum, which
+    /// serde reads through a buffer without 128-bit integers.
+    #[error(
+        "a `{type_name}` encodes but would not replay ({source}): serde reads `#[serde(flatten)]` fields and untagged or internally tagged enums through a buffer without 128-bit integers, so a u128 or i128 cannot be inside them"
+    )]
+    Unreplayable {
+        /// The value's type.
+        type_name: &'static str,
+        /// The decoder's verdict.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The first call ran its body, but its result could not be stored (too
     /// large for the record limit, or not encodable); the key answers this
     /// to every duplicate until the record expires, instead of running the

@@ -39,7 +39,9 @@ pub mod store;
 
 pub mod admin;
 
-pub use call::{Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, Ran, Reported};
+pub use call::{
+    Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, NoReconcile, Ran, Reconcile, Reconciling, Reported,
+};
 pub use context::child_key;
 pub use error::{CodecError, Error, StoreError, StoreErrorKind};
 pub use idempotency::{

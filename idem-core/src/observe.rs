@@ -57,7 +57,9 @@ const STEPS: [&str; 4] = ["claim", "complete", "release", "renew"];
 pub(crate) const CALLS: &str = "idem_calls_total";
 pub(crate) const STORE_SECONDS: &str = "idem_store_seconds";
 pub(crate) const TAKEOVERS: &str = "idem_takeovers_total";
+pub(crate) const RECONCILED: &str = "idem_reconciled_total";
 pub(crate) const RENEWALS: &str = "idem_renewals_total";
+pub(crate) const RENEWAL_FAILURES: &str = "idem_renewal_failures_total";
 pub(crate) const WAITS: &str = "idem_waits_total";
 
 /// The labels of one call site: what [`CallSite`]'s keys point into. Made
@@ -124,7 +126,9 @@ pub struct CallSite {
     calls: [Key; 8],
     store_seconds: [Key; 4],
     takeovers: Key,
+    reconciled: Key,
     renewals: Key,
+    renewal_failures: Key,
     waits: Key,
 }
 
@@ -155,7 +159,9 @@ impl CallSite {
                 Key::from_static_parts(STORE_SECONDS, &steps[3]),
             ],
             takeovers: Key::from_static_parts(TAKEOVERS, &labels.scope),
+            reconciled: Key::from_static_parts(RECONCILED, &labels.scope),
             renewals: Key::from_static_parts(RENEWALS, &labels.scope),
+            renewal_failures: Key::from_static_parts(RENEWAL_FAILURES, &labels.scope),
             waits: Key::from_static_parts(WAITS, &labels.scope),
         }
     }
@@ -182,8 +188,19 @@ impl CallSite {
         increment(&self.takeovers);
     }
 
+    pub(crate) fn reconciled(&self) {
+        increment(&self.reconciled);
+    }
+
     pub(crate) fn renewal(&self) {
         increment(&self.renewals);
+    }
+
+    /// A renewal that did not extend the lease: the store failed, or
+    /// answered that the claim is lost. Counted as it happens, while the
+    /// body still runs.
+    pub(crate) fn renewal_failed(&self) {
+        increment(&self.renewal_failures);
     }
 
     pub(crate) fn wait(&self) {

@@ -129,8 +129,11 @@ where
 }
 
 /// A stored error's record.
-pub(crate) fn encode_error<E: Serialize>(error: &E, limit: usize) -> Result<Vec<u8>, CodecError> {
-    record::encode(Outcome::Err, error, limit)
+pub(crate) fn encode_error<E: Serialize + DeserializeOwned>(
+    error: &E,
+    limit: usize,
+) -> Result<Vec<u8>, CodecError> {
+    record::encode_replayable(Outcome::Err, error, limit)
 }
 
 /// A stored error, decoded from its record.

@@ -26,7 +26,7 @@ use core::ops::Deref;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use crate::call::Failed;
+pub use crate::call::{Failed, Takeover};
 pub use crate::call_site;
 pub use crate::key::DerivedKey;
 pub use crate::observe::SiteLabels;
@@ -279,6 +279,65 @@ where
         ran.result
             .map_err(|failed| failed.into_error(errors.from_idem)),
     )
+}
+
+/// As [`run`], for a fn with `reconcile = …`: the body is handed a
+/// [`Takeover`] when the call takes over a vanished holder's claim, and
+/// asks the reconcile first.
+pub async fn run_reconciling<R, T, E, P, F, Fut>(call: Call<P>, errors: ErrorType<E>, body: F) -> R
+where
+    R: IdempotentReturn<Ok = T, Err = E>,
+    T: StoredOk + ReplayedOk,
+    P: ErrorPolicy<E>,
+    F: FnOnce(Option<Takeover>) -> Fut,
+    Fut: Future<Output = R>,
+{
+    let ran = call
+        .execute_self_reconciling(move |takeover| async move { body(takeover).await.into_result() })
+        .await;
+    R::from_result(
+        ran.result
+            .map_err(|failed| failed.into_error(errors.from_idem)),
+    )
+}
+
+/// As [`run_detached`], for a fn with `reconcile = …`.
+pub async fn run_detached_reconciling<R, T, E, P, F, Fut>(
+    call: Call<P>,
+    errors: ErrorType<E>,
+    body: F,
+) -> R
+where
+    R: IdempotentReturn<Ok = T, Err = E> + Send + 'static,
+    T: StoredOk + ReplayedOk + Send + 'static,
+    E: Send + 'static,
+    P: ErrorPolicy<E> + Send + 'static,
+    F: FnOnce(Option<Takeover>) -> Fut + Send + 'static,
+    Fut: Future<Output = R> + Send + 'static,
+{
+    let from_idem = errors.from_idem;
+    let idem = call.idem.clone();
+    match idem.detached(run_reconciling(call, errors, body)).await {
+        Ok(returned) => returned,
+        Err(error) => R::from_result(Err(from_idem(error))),
+    }
+}
+
+/// `reconcile = path`: what the path returns, called with the fn's
+/// parameters by reference, must be a future of `Result<Option<T>, E>`.
+#[diagnostic::on_unimplemented(
+    message = "`reconcile = …` must name an async fn returning `Result<Option<{T}>, {E}>`, taking the fn's parameters by reference",
+    label = "this reconcile does not answer `Result<Option<{T}>, {E}>`",
+    note = "a reconcile says whether a vanished holder's effect happened: `Ok(Some(value))` (stored and returned), `Ok(None)` (run the body) or `Err(error)`; e.g. `async fn reconcile(order: &Order) -> Result<Option<{T}>, {E}>`"
+)]
+pub trait ReconcileAnswer<T, E>: Future<Output = Result<Option<T>, E>> {}
+
+#[diagnostic::do_not_recommend]
+impl<T, E, F: Future<Output = Result<Option<T>, E>>> ReconcileAnswer<T, E> for F {}
+
+/// The reconcile's future, checked where the user wrote `reconcile = …`.
+pub fn reconcile_answer<T, E, F: ReconcileAnswer<T, E>>(answer: F) -> F {
+    answer
 }
 
 /// As [`run`], on a task of its own (`#[idempotent(detach)]`): the body

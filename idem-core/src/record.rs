@@ -60,6 +60,38 @@ pub(crate) fn encode<T: Serialize>(
     value: &T,
     limit: usize,
 ) -> Result<Vec<u8>, CodecError> {
+    encode_shaped(outcome, value, limit).map(|(record, _)| record)
+}
+
+/// [`encode`], refusing a value that encodes but would not decode as its
+/// own type, so that it is never stored to fail every replay. The one such
+/// value serde makes: a `u128` or `i128` (of any value) inside
+/// `#[serde(flatten)]` or an untagged or internally tagged enum, which
+/// serde reads through a buffer without 128-bit integers. Only a value
+/// holding a 128-bit integer is decoded here.
+pub(crate) fn encode_replayable<T: Serialize + DeserializeOwned>(
+    outcome: Outcome,
+    value: &T,
+    limit: usize,
+) -> Result<Vec<u8>, CodecError> {
+    let (record, shape) = encode_shaped(outcome, value, limit)?;
+    if shape.has_128 {
+        let parsed = parse(&record)?;
+        if let Err(source) = json_ext::from_slice::<T>(parsed.payload) {
+            return Err(CodecError::Unreplayable {
+                type_name: std::any::type_name::<T>(),
+                source,
+            });
+        }
+    }
+    Ok(record)
+}
+
+fn encode_shaped<T: Serialize>(
+    outcome: Outcome,
+    value: &T,
+    limit: usize,
+) -> Result<(Vec<u8>, json_ext::Shape), CodecError> {
     let name = type_name::<T>();
     let mut out = Vec::with_capacity(64);
     out.push(FORMAT);
@@ -67,10 +99,16 @@ pub(crate) fn encode<T: Serialize>(
     out.extend_from_slice(&0u32.to_be_bytes());
     out.push(name.len() as u8);
     out.extend_from_slice(name.as_bytes());
-    json_ext::to_writer(&mut out, value).map_err(|source| CodecError::Json {
-        action: "encode",
-        type_name: std::any::type_name::<T>(),
-        source,
+    let shape = json_ext::to_writer(&mut out, value).map_err(|err| match err {
+        json_ext::EncodeError::Json(source) => CodecError::Json {
+            action: "encode",
+            type_name: std::any::type_name::<T>(),
+            source,
+        },
+        json_ext::EncodeError::TooDeep(depth) => CodecError::TooDeep {
+            depth,
+            limit: json_ext::MAX_DEPTH,
+        },
     })?;
     if out.len() > limit {
         return Err(CodecError::TooLarge {
@@ -78,7 +116,7 @@ pub(crate) fn encode<T: Serialize>(
             limit,
         });
     }
-    Ok(out)
+    Ok((out, shape))
 }
 
 /// Whether `limit` leaves room for any record of `T` at all: its header
@@ -312,6 +350,32 @@ mod tests {
             parse(&bytes).unwrap().decode::<String>(),
             Err(CodecError::ShapeChanged { .. })
         ));
+    }
+
+    #[test]
+    fn values_that_would_not_replay_are_refused() {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        #[serde(untagged)]
+        enum Untagged {
+            Cents { n: u128 },
+        }
+        for n in [7, u128::MAX] {
+            let err = encode_replayable(Outcome::Ok, &Untagged::Cents { n }, 1024).unwrap_err();
+            assert!(matches!(err, CodecError::Unreplayable { .. }), "{err}");
+            // Without the check it would be stored, and never replay.
+            let stored = encode(Outcome::Ok, &Untagged::Cents { n }, 1024).unwrap();
+            assert!(parse(&stored).unwrap().decode::<Untagged>().is_err());
+        }
+        let plain = encode_replayable(Outcome::Ok, &(u128::MAX, -7i128), 1024).unwrap();
+        let back: (u128, i128) = parse(&plain).unwrap().decode().unwrap();
+        assert_eq!(back, (u128::MAX, -7));
+        let deep =
+            (0..=json_ext::MAX_DEPTH).fold(serde_json::json!(1), |v, _| serde_json::json!([v]));
+        let err = encode_replayable(Outcome::Ok, &deep, usize::MAX).unwrap_err();
+        assert!(
+            matches!(err, CodecError::TooDeep { depth, limit } if depth == limit + 1),
+            "{err}"
+        );
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub(crate) struct Args {
     pub detach: Option<Span>,
     /// `version = …`: the version of the fn's stored values.
     pub version: Option<Expr>,
+    /// `reconcile = path`: asked instead of the body on a takeover.
+    pub reconcile: Option<Path>,
     pub krate: Option<Path>,
 }
 
@@ -59,6 +61,7 @@ const OPTIONS: &[&str] = &[
     "errors",
     "detach",
     "version",
+    "reconcile",
     "crate",
 ];
 
@@ -157,6 +160,15 @@ impl Args {
                 })
             }
             "errors" => self.errors = Some(errors_option(value)?),
+            "reconcile" => match value {
+                Expr::Path(path) => self.reconcile = Some(path.path),
+                other => {
+                    return Err(syn::Error::new_spanned(
+                        other,
+                        "`reconcile = …` takes the path of an async fn taking this fn's parameters by reference and returning `Result<Option<T>, E>`",
+                    ));
+                }
+            },
             "crate" => match value {
                 Expr::Path(path) => self.krate = Some(path.path),
                 other => {

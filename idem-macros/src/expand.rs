@@ -239,10 +239,11 @@ fn gen_run(model: &Model<'_>, errors: TokenStream) -> TokenStream {
         spans::respan(types.ret.clone(), ok_span)
     };
     let err_ty = &types.err;
-    let runner = if model.args.detach.is_some() {
-        format_ident!("run_detached")
-    } else {
-        format_ident!("run")
+    let runner = match (model.args.detach.is_some(), model.args.reconcile.is_some()) {
+        (true, false) => format_ident!("run_detached"),
+        (false, false) => format_ident!("run"),
+        (true, true) => format_ident!("run_detached_reconciling"),
+        (false, true) => format_ident!("run_reconciling"),
     };
     let run_path = spans::respan(
         quote!(#private::#runner::<#run_ret, #run_ok, #err_ty, _, _, _>),
@@ -251,21 +252,75 @@ fn gen_run(model: &Model<'_>, errors: TokenStream) -> TokenStream {
     let call = gen_call(model, errors);
     let ret = model.ret;
     let block = &model.func.block;
-    let mut run_args = Group::new(
-        Delimiter::Parenthesis,
-        quote! {
-            #call,
-            __idem_errors,
+    let body = match gen_reconcile(model) {
+        None => quote! {
             move || async move {
                 let __idem_return: #ret = #block;
                 #[allow(unreachable_code)]
                 __idem_return
             }
         },
+        Some(reconcile) => quote! {
+            move |__idem_takeover: ::core::option::Option<#private::Takeover>| async move {
+                if let ::core::option::Option::Some(__idem_takeover) = __idem_takeover {
+                    #reconcile
+                }
+                let __idem_return: #ret = #block;
+                #[allow(unreachable_code)]
+                __idem_return
+            }
+        },
+    };
+    let mut run_args = Group::new(
+        Delimiter::Parenthesis,
+        quote! {
+            #call,
+            __idem_errors,
+            #body
+        },
     );
     run_args.set_span(ok_span);
     let await_ = quote_spanned!(ok_span=> .await);
     quote!(#run_path #run_args #await_)
+}
+
+/// On a takeover, `reconcile = path` is asked first with every parameter
+/// by reference (and `self`); its `Some` or `Err` is the fn's answer.
+/// The call is spanned at the path, so a signature that does not fit is
+/// reported there.
+fn gen_reconcile(model: &Model<'_>) -> Option<TokenStream> {
+    let path = model.args.reconcile.as_ref()?;
+    let private = &model.private;
+    let (ok, err, ret) = (&model.types.ok, &model.types.err, &model.types.ret);
+    let span = SpanRange::of(path).first;
+    let params = model.func.sig.inputs.iter().map(|input| match input {
+        syn::FnArg::Receiver(receiver) if receiver.reference.is_some() => quote!(self),
+        syn::FnArg::Receiver(_) => quote!(&self),
+        syn::FnArg::Typed(typed) => {
+            // A destructured parameter was refused in the model.
+            match &*typed.pat {
+                syn::Pat::Ident(pat) => {
+                    let name = &pat.ident;
+                    quote!(&#name)
+                }
+                other => quote!(&#other),
+            }
+        }
+    });
+    let check = quote_spanned!(span=> #private::reconcile_answer::<#ok, #err, _>);
+    let call = quote_spanned!(span=> #check(#path(#(#params),*)));
+    let from = quote!(<#ret as #private::IdempotentReturn>::from_result);
+    Some(quote! {
+        match __idem_takeover.ask(#call).await {
+            #private::Result::Ok(::core::option::Option::Some(__idem_value)) => {
+                return #from(#private::Result::Ok(__idem_value));
+            }
+            #private::Result::Ok(::core::option::Option::None) => {}
+            #private::Result::Err(__idem_error) => {
+                return #from(#private::Result::Err(__idem_error));
+            }
+        }
+    })
 }
 
 /// `key = …` or `scope = …`, checked for `KeyPart` at the expression.

@@ -77,7 +77,7 @@ use proc_macro::TokenStream;
 /// | `key` | an expression of a type implementing `idem::KeyPart` (strings, integers, byte slices, `uuid::Uuid`, references and tuples of these), evaluated before the body with the parameters in scope | a SHA-256 of every parameter not skipped |
 /// | `scope` | an expression implementing `KeyPart`, often a literal or a tuple (`("payments", req.tenant)`): the same key in two scopes is two records | `module_path!()::fn_name` |
 /// | `ttl` | a duration literal (`"500ms"`, `"30s"`, `"15m"`, `"24h"`, `"7d"`, `"1h30m"`) or a `std::time::Duration` expression: how long a completed result is replayed | `"24h"` |
-/// | `lease` | as `ttl`: how long an in-progress claim is held before another caller may take over; renewed from a task of its own while the body runs | `"30s"`, or the `ttl` if shorter |
+/// | `lease` | as `ttl`: how long an in-progress claim is held before another caller may take over; renewed while the body runs from a task the handle keeps on the call's runtime (one per runtime; see `Call::lease`), and a renewal that fails says so at once (a `WARN` in the call's span, `idem_renewal_failures_total`) | `"30s"`, or the `ttl` if shorter |
 /// | `wait` | as `ttl`: how long a duplicate waits for a call in progress before `idem::Error::InProgress` | `"0s"` |
 /// | `store` | an `idem::Idempotency`, or something that derefs to one (`self.idem`, a `static` `LazyLock<Idempotency>`, an `Arc<Idempotency>`) | the handle set by `idem::install` |
 /// | `fingerprint` | a `serde::Serialize` expression that must match when a key is reused, or `false` | a SHA-256 of every parameter not skipped |
@@ -85,6 +85,7 @@ use proc_macro::TokenStream;
 /// | `errors` | `"release"` (an `Err` releases the key, a retry runs again), `"replay"` (the `Err` is stored and replayed; `E` must be serializable), or the path of a `fn(&E) -> bool` that says which errors to store | `"release"` |
 /// | `detach` | a flag: the body runs on to completion on the runtime when the caller's future is dropped (client gone, timeout), and its result is stored; parameters must then be owned and `Send + 'static` (a borrowed one is a compile error at that parameter) | off |
 /// | `version` | a `u32` (literal or constant) written into the fn's records; bump it when the `Ok` type keeps its shape but changes its meaning, so older records are refused (`CodecError::VersionChanged`) instead of misread. A change of shape needs no bump: the decoder refuses it | `0` |
+/// | `reconcile` | the path of a fn taking the parameters by reference and returning `Result<Option<T>, E>`, asked on a takeover of a vanished holder (and only then) whether its effect happened: `Ok(Some(v))` is stored and returned without running the body, `Ok(None)` runs it | none: a takeover runs the body again |
 /// | `crate` | the path of the `idem` crate, for crates that re-export it | `::idem` |
 ///
 /// # Errors

@@ -64,6 +64,9 @@ impl<'a> Model<'a> {
         if args.detach.is_some() {
             detach::owned_params(&func.sig, diagnostics);
         }
+        if args.reconcile.is_some() {
+            named_params(func, diagnostics);
+        }
         let ret = ret?;
         let krate = args
             .krate
@@ -144,6 +147,20 @@ fn hashed_params(
         }
     }
     hashed
+}
+
+/// `reconcile = …` is called with every parameter by name.
+fn named_params(func: &ItemFn, diagnostics: &mut Diagnostics) {
+    for input in &func.sig.inputs {
+        if let FnArg::Typed(typed) = input
+            && !matches!(&*typed.pat, Pat::Ident(_))
+        {
+            diagnostics.push(syn::Error::new_spanned(
+                &typed.pat,
+                "`reconcile = …` is called with the fn's parameters by reference: bind this parameter to a name",
+            ));
+        }
+    }
 }
 
 /// Every `skip(…)` names a parameter.

@@ -1,6 +1,7 @@
 //! Stores for [idem](https://docs.rs/idemkit), each behind a feature:
 //! `memory` ([`MemoryStore`]), `redis` ([`RedisStore`]), `postgres`
-//! ([`PostgresStore`]) and `sqlite` ([`SqliteStore`]). Every store passes
+//! ([`PostgresStore`]), `sqlite` ([`SqliteStore`]) and `mysql`
+//! ([`MySqlStore`], MySQL and MariaDB). Every store passes
 //! the conformance suite, the `idem-conformance` crate.
 //!
 //! Each backend is a module holding its store and whatever else it needs
@@ -30,6 +31,19 @@ pub use postgres::PostgresStore;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub mod sqlite;
+
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+pub mod mysql;
+
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+#[doc(no_inline)]
+pub use mysql::MySqlStore;
+
+/// The dedicated connections of the SQL stores' `connect`.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod conns;
 
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]

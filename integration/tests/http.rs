@@ -130,6 +130,36 @@ async fn missing_empty_and_long_keys_are_400() {
     assert_eq!(payments.handler_runs(), 1);
 }
 
+/// Two keys folded into one field, as a proxy joins two headers, are a
+/// list: 400, never a call under the first key (issue 37: with a
+/// parameter on the first key, `"k-1";v=1, "k-2"` ran as `k-1`).
+#[tokio::test]
+async fn two_keys_in_one_header_are_400_and_nothing_runs() {
+    let (server, payments) = payments(quick()).await;
+    for folded in [
+        r#""k-1";v=1, "k-2""#,
+        "k-1;v=1, k-2",
+        r#""k-1", "k-2""#,
+        "k-1, k-2",
+        r#""k-1";v=1,"k-2";v=2"#,
+    ] {
+        let answer = server.pay(None, Some(folded), &order(1200)).await;
+        answer.assert_problem(400, "invalid-key");
+        let detail = answer.json()["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(detail.contains("exactly one key"), "{folded}: {detail}");
+    }
+    assert_eq!(payments.handler_runs(), 0);
+    // One key with parameters is still one key.
+    let one = server.pay(None, Some(r#""k-1";v=1"#), &order(1200)).await;
+    assert_eq!(one.status, StatusCode::CREATED);
+    let again = server.pay(None, Some(r#""k-1""#), &order(1200)).await;
+    assert!(again.replayed());
+    assert_eq!(payments.handler_runs(), 1);
+}
+
 /// Fires `n` identical POSTs at once.
 async fn burst(server: &Arc<Server>, n: usize, key: &'static str) -> Vec<Answer> {
     let tasks: Vec<_> = (0..n)

@@ -78,7 +78,7 @@ async fn migrate_twice_and_concurrently_is_harmless() {
     .await
     .unwrap();
     // 1: records and claim function; 2: steps; 3: site and creation time.
-    assert_eq!(versions, vec![1, 2, 3]);
+    assert_eq!(versions, vec![1, 2, 3, 4]);
     assert_eq!(stores[0].table(), format!("\"{schema}\".\"records\""));
     let idem = Idempotency::new(stores[1].clone());
     let out: Result<u8, Error> = idem.call("m", "k").run(|| async { Ok(1) }).await;
@@ -621,4 +621,77 @@ async fn a_sigstopped_server_fails_callers_within_the_response_timeout() {
 
     let after: Result<u8, Error> = idem.call("sigstop", "k4").run(|| async { Ok(4) }).await;
     assert_eq!(after.unwrap(), 4);
+}
+
+/// A claimer that waited on another writer's lock reads a row written by
+/// a statement that began after its own: the time left it answers is
+/// still at most the writer's lease (issue 37: it answered the writer's
+/// lease plus the wait, by the claimer's statement start).
+#[tokio::test]
+async fn a_claim_that_waited_on_a_writer_answers_at_most_its_lease() {
+    let store = store("left").await;
+    let key = RecordKey::new("left", "k");
+    // An expired claim, so the next claimer goes on to the claim function
+    // and its insert, which waits on the row's lock.
+    let first = store.claim(&key, &claim(Duration::from_millis(1))).await;
+    assert!(matches!(first, Ok(ClaimOutcome::Won { .. })), "{first:?}");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let table = store.table().to_owned();
+    let mut writer = admin().await;
+    let mut tx = writer.begin().await.unwrap();
+    sqlx::query(&format!("SELECT 1 FROM {table} WHERE key = $1 FOR UPDATE"))
+        .bind(&key.as_bytes()[..])
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let claimer = tokio::spawn({
+        let (store, key) = (store.clone(), key);
+        async move { store.claim(&key, &claim(Duration::from_secs(30))).await }
+    });
+    wait_until_blocked_on_a_lock(&table).await;
+    // Another claimer's takeover, written as the claim function writes
+    // it: a lease of 10 s from its own statement's start, later than the
+    // waiting claimer's.
+    let lease = Duration::from_secs(10);
+    sqlx::query(&format!(
+        "UPDATE {table} SET token = $2, record = NULL, \
+         expires_at = statement_timestamp() + $3 * interval '1 microsecond' WHERE key = $1"
+    ))
+    .bind(&key.as_bytes()[..])
+    .bind(&Token::random().to_bytes()[..])
+    .bind(lease.as_micros() as i64)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    match claimer.await.unwrap() {
+        Ok(ClaimOutcome::InProgress { retry_after, .. }) => {
+            assert!(
+                retry_after <= lease,
+                "{retry_after:?} left of a {lease:?} lease"
+            )
+        }
+        other => panic!("expected in progress, got {other:?}"),
+    }
+}
+
+/// Polls until a session of `table`'s schema waits on a lock.
+async fn wait_until_blocked_on_a_lock(table: &str) {
+    let schema = table.split('.').next().unwrap().trim_matches('"');
+    let mut admin = admin().await;
+    for _ in 0..1000 {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%')",
+        )
+        .bind(schema)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+        if waiting {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no claimer waited on the row's lock");
 }

@@ -32,16 +32,13 @@ const KILLS: usize = 4;
 
 /// A NATS with JetStream: `NATS_URL`, else the loopback server, else a
 /// private `nats-server -js` (killed when the test ends).
-async fn nats() -> (String, Option<Process>) {
+async fn nats() -> (String, Option<(Process, pg_server::ports::Reserved)>) {
     let url = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
     if async_nats::connect(&url).await.is_ok() {
         return (url, None);
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let reserved = pg_server::ports::reserve();
+    let port = reserved.port;
     let dir = std::env::temp_dir().join(format!("idem-nats-{}", std::process::id()));
     let child = Command::new("nats-server")
         .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
@@ -57,7 +54,7 @@ async fn nats() -> (String, Option<Process>) {
         assert!(Instant::now() < deadline, "nats-server did not start");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    (url, Some(child))
+    (url, Some((child, reserved)))
 }
 
 struct Run {

@@ -62,13 +62,15 @@ fn start_cluster() -> Vec<String> {
     urls
 }
 
+// Every case but the three that need `took_over`, which the Redis store
+// cannot report yet (see `tests/redis.rs`).
 idem_conformance::suite!(async {
     let store = RedisStore::builder()
         .connect_cluster(nodes().await)
         .await
         .expect("connect to the cluster");
     Idempotency::new(store)
-});
+}; without_takeover);
 
 #[tokio::test]
 async fn records_spread_over_every_master() {

@@ -14,18 +14,20 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use idem::{Error, Idempotency, RedisStore};
-use redis_server::{PrivateRedis, free_port};
+use redis_server::{PrivateRedis, ports};
 
 /// A `redis-server --sentinel` of the test's own, killed when dropped.
 struct Sentinel {
     child: Child,
     port: u16,
+    _reserved: ports::Reserved,
     dir: std::path::PathBuf,
 }
 
 impl Sentinel {
     fn start(primary_port: u16) -> Sentinel {
-        let port = free_port();
+        let reserved = ports::reserve();
+        let port = reserved.port;
         let dir = std::env::temp_dir().join(format!("idem-sentinel-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let conf = dir.join("sentinel.conf");
@@ -46,7 +48,12 @@ impl Sentinel {
             .expect(
                 "redis-server --sentinel (Debian: apt-get install redis-server redis-sentinel)",
             );
-        Sentinel { child, port, dir }
+        Sentinel {
+            child,
+            port,
+            _reserved: reserved,
+            dir,
+        }
     }
 
     fn url(&self) -> String {

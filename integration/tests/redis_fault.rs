@@ -241,12 +241,12 @@ async fn a_dead_server_fails_closed_and_fast_then_recovers() {
 /// can run.
 #[tokio::test]
 async fn an_unreachable_redis_fails_fast() {
-    let port = redis_server::free_port();
+    let closed = redis_server::ports::closed();
     let started = Instant::now();
     let connect = async {
         let store = RedisStore::builder()
             .connection_timeout(Duration::from_millis(300))
-            .connect(&format!("redis://127.0.0.1:{port}"))
+            .connect(&format!("redis://127.0.0.1:{}", closed.port))
             .await?;
         Ok::<_, Error>(Idempotency::new(store))
     };
@@ -257,6 +257,28 @@ async fn an_unreachable_redis_fails_fast() {
     );
     let took = started.elapsed();
     assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+/// The closed port above stays closed however many servers parallel
+/// tests start: no one can bind it, and connecting is refused (issue 37:
+/// a port found free and let go was taken by another test's server). A
+/// server's reserved port is never one the kernel hands out, nor another
+/// test's while reserved.
+#[test]
+fn closed_and_reserved_ports_cannot_be_taken() {
+    let closed = redis_server::ports::closed();
+    assert!(std::net::TcpListener::bind(("127.0.0.1", closed.port)).is_err());
+    let refused = std::net::TcpStream::connect(("127.0.0.1", closed.port)).unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    let reserved: Vec<_> = (0..8).map(|_| redis_server::ports::reserve()).collect();
+    let mut numbers: Vec<u16> = reserved.iter().map(|r| r.port).collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    assert_eq!(numbers.len(), reserved.len(), "a port reserved twice");
+    for _ in 0..64 {
+        let given = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert!(!numbers.contains(&given.local_addr().unwrap().port()));
+    }
 }
 
 /// A claim whose answer times out while the server is paused (`CLIENT

@@ -163,7 +163,7 @@ async fn the_policy_is_read_again_after_a_reconnect() {
     server.kill();
     let down: Result<u8, Error> = idem.call("s", "k2").run(|| async { Ok(2) }).await;
     assert!(matches!(down, Err(Error::Store(_))), "{down:?}");
-    let mut restarted = PrivateRedis::start_on(server.port, &["--maxmemory-policy", "allkeys-lru"]);
+    server.restart_with(&["--maxmemory-policy", "allkeys-lru"]);
     let mut out: Result<u8, Error> = Err(Error::NotConfigured);
     for _ in 0..20 {
         out = idem.call("s", "k3").run(|| async { Ok(3) }).await;
@@ -178,5 +178,5 @@ async fn the_policy_is_read_again_after_a_reconnect() {
         panic!("an evicting server was used after a reconnect: {out:?}")
     };
     assert!(err.to_string().contains("allkeys-lru"), "{err}");
-    restarted.kill();
+    server.kill();
 }

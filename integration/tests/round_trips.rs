@@ -1,11 +1,14 @@
 //! Each store step is one atomic round trip, pinned on the wire: a counting TCP proxy sits
-//! between idem and a real Redis and a real PostgreSQL, and each kind of
+//! between idem and a real Redis, a real PostgreSQL and a real MySQL (or
+//! MariaDB), and each kind of
 //! call must cost exactly: fresh key 2 turns (claim, complete), replay 1,
 //! in-progress answer 1, released error 2 (claim, release: release is 1),
 //! and a replay that hits the local cache 0. Each recovery point
 //! (`idem::step`) costs one more turn, and a claim that resumes over saved
 //! steps reads them in its own turn.
 
+#[path = "support/mysql_server.rs"]
+mod mysql_server;
 #[path = "support/pg_server.rs"]
 mod pg_server;
 #[path = "support/redis_server.rs"]
@@ -14,7 +17,7 @@ mod redis_server;
 mod turn_proxy;
 
 use idem::store::Token;
-use idem::{Error, Idempotency, PostgresStore, RedisStore};
+use idem::{Error, Idempotency, MySqlStore, PostgresStore, RedisStore};
 use turn_proxy::TurnProxy;
 
 /// Turns taken by each kind of call through `proxied`; `cached` is the
@@ -153,6 +156,39 @@ async fn postgres_turns_per_call() {
     assert_eq!(turns, [2, 1, 1, 2, 0]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_turns_per_call() {
+    let table = mysql_server::unique_table("call_turns");
+    let direct_opts: sqlx::mysql::MySqlConnectOptions = mysql_server::url().await.parse().unwrap();
+    let upstream = format!("{}:{}", direct_opts.get_host(), direct_opts.get_port());
+    let proxy = TurnProxy::start(upstream).await;
+    let via_proxy = direct_opts
+        .clone()
+        .host("127.0.0.1")
+        .port(proxy.addr.port());
+    let proxied_store = MySqlStore::builder()
+        .table(table.clone())
+        .max_connections(1)
+        .connect_with(via_proxy)
+        .await
+        .unwrap();
+    proxied_store.migrate().await.unwrap();
+    let direct_store = MySqlStore::builder()
+        .table(table)
+        .connect_with(direct_opts)
+        .await
+        .unwrap();
+    let turns = count(
+        &proxy,
+        &Idempotency::new(proxied_store.clone()),
+        &Idempotency::builder(proxied_store).local_cache(100).build(),
+        &Idempotency::new(direct_store),
+    )
+    .await;
+    println!("mysql turns: fresh, replay, in progress, released error, cached replay = {turns:?}");
+    assert_eq!(turns, [2, 1, 1, 2, 0]);
+}
+
 /// Turns taken by calls with three steps (`idem::step`): a fresh call, one
 /// failing at its third step, its retry (resuming), and a replay of the
 /// completed call.
@@ -227,5 +263,21 @@ async fn postgres_turns_per_step() {
     store.migrate().await.unwrap();
     let turns = step_turns(&proxy, &Idempotency::new(store)).await;
     println!("postgres turns with 3 steps: fresh, failed at 3rd, resumed, replay = {turns:?}");
+    assert_eq!(turns, STEP_TURNS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_turns_per_step() {
+    let opts: sqlx::mysql::MySqlConnectOptions = mysql_server::url().await.parse().unwrap();
+    let proxy = TurnProxy::start(format!("{}:{}", opts.get_host(), opts.get_port())).await;
+    let store = MySqlStore::builder()
+        .table(mysql_server::unique_table("step_turns"))
+        .max_connections(1)
+        .connect_with(opts.host("127.0.0.1").port(proxy.addr.port()))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let turns = step_turns(&proxy, &Idempotency::new(store)).await;
+    println!("mysql turns with 3 steps: fresh, failed at 3rd, resumed, replay = {turns:?}");
     assert_eq!(turns, STEP_TURNS);
 }

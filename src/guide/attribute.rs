@@ -13,8 +13,13 @@
 //!   completes.
 //! - Every `Ok` value is stored and replayed exactly, including `()`,
 //!   `None`, `0`, `false`, empty collections, `Some(None)` (a PATCH's
-//!   "cleared"), NaN and infinities, and maps whose keys are not strings
-//!   (see [what a record holds](super::records#what-a-record-holds)).
+//!   "cleared"), NaN (its sign and payload bits too) and infinities, and
+//!   maps whose keys are not strings (see
+//!   [what a record holds](super::records#what-a-record-holds)). Two kinds
+//!   of value cannot replay, and are refused before they are stored (the
+//!   key is settled as below): one nested more than 256 levels deep as
+//!   JSON, and a `u128`/`i128` inside `#[serde(flatten)]` or an untagged or
+//!   internally tagged enum.
 //! - A derived key or fingerprint is a streaming SHA-256 over the serde form
 //!   of the values: no intermediate JSON, parts length-prefixed (`("ab",
 //!   "c")` and `("a", "bc")` differ), map entries combined so a `HashMap`'s
@@ -24,11 +29,16 @@
 //! - A call whose future is dropped while its body runs (client gone,
 //!   timeout) releases its claim, so a retry need not wait out the lease;
 //!   with `detach` the body is not dropped at all but runs on and completes.
-//! - The lease is renewed while the body runs, from a task of its own, so
-//!   even a body that blocks its thread keeps it (the body itself is not
-//!   spawned: no `'static` bound).
+//! - The lease is renewed while the body runs, from a task the handle
+//!   keeps on the runtime the call runs on, so even a body that blocks its
+//!   thread keeps it (the body itself is not spawned: no `'static` bound),
+//!   and a handle used from several runtimes (a `static` across
+//!   `#[tokio::test]`s, one runtime after another) renews on each.
 //! - A result that cannot be stored after the body ran (larger than the
-//!   handle's `max_record_bytes`, or not encodable) still settles the key:
+//!   handle's `max_record_bytes`, not encodable, or one that would not
+//!   replay: [`CodecError::TooDeep`](crate::CodecError::TooDeep),
+//!   [`CodecError::Unreplayable`](crate::CodecError::Unreplayable)) still
+//!   settles the key:
 //!   the caller gets its value, a `tracing` warning says so, and every
 //!   duplicate until the TTL ends gets
 //!   [`CodecError::NotStored`](crate::CodecError::NotStored) instead of

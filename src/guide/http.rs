@@ -63,10 +63,13 @@
 //!
 //! For POST and PATCH (configurable with `.methods(…)`) the layer:
 //!
-//! - reads `Idempotency-Key`, a structured-field string (`"…"`) or a bare
-//!   token, 1 to 255 bytes; other structured-field items are refused (400),
-//!   so that `42` and `"42"` are never one key: integers, decimals, byte
-//!   sequences (`:…:`), booleans (`?1`);
+//! - reads `Idempotency-Key`, the whole field as one RFC 8941
+//!   structured-field item (the `sfv` crate): a string (`"…"`) or a bare
+//!   token, 1 to 255 bytes, with parameters ignored; a list is refused
+//!   (400), so two keys folded into one field by a proxy
+//!   (`"k-1";v=1, "k-2"`) or sent as two headers never run as the first;
+//!   other items are refused (400), so that `42` and `"42"` are never one
+//!   key: integers, decimals, byte sequences (`:…:`), booleans (`?1`);
 //! - scopes the key by method, matched route (`/payments/{id}`) and the
 //!   caller, so two callers' keys never meet: by default a hash of the
 //!   request's `Authorization` header (and of the session cookies named with

@@ -13,7 +13,9 @@
 //! | `idem_calls_total` | counter | `scope`, `outcome` | calls, by how they ended: `ran` (the body ran; its `Err`s included), `replayed`, `in_progress`, `mismatch`, `lease_lost`, `store_error`, `codec_error`, `invalid` (an empty key or impossible settings) |
 //! | `idem_store_seconds` | histogram | `scope`, `step` | one store round trip, by `step`: `claim`, `complete`, `release`, `renew` |
 //! | `idem_takeovers_total` | counter | `scope` | claims won from a holder whose lease had run out |
+//! | `idem_reconciled_total` | counter | `scope` | takeovers answered by the call's reconcile (`Ok(Some(_))`): the body did not run |
 //! | `idem_renewals_total` | counter | `scope` | lease renewals that held |
+//! | `idem_renewal_failures_total` | counter | `scope` | lease renewals that did not hold, counted as they happen while the body runs: the store failed (retried at the next third of the lease) or answered that the claim is lost; each also logs a `WARN` event in the call's span |
 //! | `idem_waits_total` | counter | `scope` | calls that waited (`wait`) for another caller's result |
 //!
 //! `scope` is bounded: it is the call site's static name, never the scope a
@@ -35,7 +37,9 @@
 //!
 //! Each call runs in an INFO span `idem.call` with `scope` (the call's own,
 //! tenant included), `key` (the short hash), and, once known, `outcome` (as
-//! above) and `replayed`; the runtime's events (`claimed`, `replayed`, …)
+//! above) and `replayed`, and `reconciled` when a takeover asked the
+//! call's reconcile (`true`: it answered a value, `false`: the body ran);
+//! the runtime's events (`claimed`, `replayed`, …)
 //! are inside it. With no subscriber listening at INFO the span is disabled
 //! and no field is formatted.
 //!

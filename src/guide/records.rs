@@ -42,7 +42,7 @@
 //! | value | stored as |
 //! | --- | --- |
 //! | `Some(v)` where `v` itself would be `null` or `{"$some":…}` | `{"$some":v}`: `Some(None)` is `{"$some":null}`, `Some(Some(None))` is `{"$some":{"$some":null}}`; any other `Some(v)` is just `v` |
-//! | a NaN or infinite `f64` (`f32`) | `{"$f64":"NaN"}`, `{"$f64":"Infinity"}`, `{"$f64":"-Infinity"}` (`$f32`) |
+//! | a NaN or infinite `f64` (`f32`) | `{"$f64":"NaN"}` (`"-NaN"` with the sign bit set, `"NaN:fff0000000000001"`, its bits in hex, for any other NaN: every bit replays), `{"$f64":"Infinity"}`, `{"$f64":"-Infinity"}` (`$f32`) |
 //! | a `u128` / `i128` beyond 64 bits | `{"$u128":"…digits…"}` (`$i128`) |
 //! | a map with any key that is not a string (integers, bools, tuples, byte vectors, enum variants with data) | `{"$map":[[key,value],…]}` |
 //! | a key of your own that starts with `$` (`"$ref"`, a `HashMap` key `"$some"`) | one more `$`: `"$$ref"`, `"$$some"` |
@@ -56,7 +56,23 @@
 //! `deserialize_any`, which `#[serde(untagged)]` enums, internally and
 //! adjacently tagged enums and `#[serde(flatten)]` use (`serde_json`'s
 //! string form of an integer key does not survive those). All of these serde
-//! forms replay, and a changed shape is still `CodecError::ShapeChanged`.
+//! forms replay, and a changed shape is still `CodecError::ShapeChanged`,
+//! with one exception serde makes: it reads `flatten` fields and untagged
+//! and internally tagged enums through a buffer that has no 128-bit
+//! integers, so a `u128` or `i128` inside them (of any value) would never
+//! decode, with this format or plain `serde_json`. Such a value is decoded
+//! once when it is encoded and refused as `CodecError::Unreplayable`
+//! before it is stored (the key settles as not stored); outside those forms
+//! `u128` and `i128` replay exactly.
+//!
+//! Depth: a record may nest 256 levels deep (arrays and objects inside each
+//! other, as written, escapes included; `$map` costs three levels, so a
+//! struct holding an integer-keyed map of itself may be 63 levels deep).
+//! `serde_json` alone stops at 128, which stranded a 40-level tree: it was
+//! stored and every duplicate failed to decode it. A record deeper than
+//! 128 is now read without serde_json's limit, under ours, which fits in
+//! half of a tokio worker's stack in a debug build; a deeper value is
+//! refused as `CodecError::TooDeep` before it is stored.
 //!
 //! Why not RON or a binary format: RON keeps `Some(None)` and NaN, but
 //! breaks `#[serde(flatten)]` and `#[serde(untagged)]` (common in API
@@ -64,7 +80,8 @@
 //! JSON does; a record would also no longer read as JSON. The escapes cost
 //! a tree of the value between serde and the JSON text: see
 //! `BENCHMARKS.md` ("Record format 3") in the repository for the figures. A value
-//! whose `Serialize` fails still settles the key as not stored ([rules](super::attribute#rules-you-can-rely-on)); the
+//! whose `Serialize` fails, or that is too deep or would not replay, still
+//! settles the key as not stored ([rules](super::attribute#rules-you-can-rely-on)); the
 //! body does not run again.
 //!
 //! `integration/tests/golden/` holds the bytes this version writes for every

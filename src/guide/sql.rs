@@ -1,7 +1,8 @@
-//! The SQL stores: SQLite (feature `sqlite`) and PostgreSQL (feature
-//! `postgres`), with PostgreSQL's transactional mode.
+//! The SQL stores: SQLite (feature `sqlite`), PostgreSQL (feature
+//! `postgres`, with its transactional mode) and MySQL/MariaDB (feature
+//! `mysql`).
 //!
-//! Both are built on [sqlx](https://docs.rs/sqlx) 0.8 (sqlx 0.9 needs rustc
+//! All three are built on [sqlx](https://docs.rs/sqlx) 0.8 (sqlx 0.9 needs rustc
 //! 1.94, above idem's `rust-version`); a program that shares a pool or a
 //! transaction with idem uses sqlx 0.8 too. idem enables no TLS backend of
 //! sqlx; for `sslmode=require`, enable one on your own sqlx 0.8 dependency
@@ -184,3 +185,44 @@
 //!   race with another claimer is a serialization error (`Error::Store`):
 //!   retry the transaction.
 //! - The handle's local replay cache is not used in this mode.
+//!
+//! # MySQL and MariaDB
+//!
+//! `MySqlStore` (feature `mysql`) keeps the records in MySQL 8.0+ or MariaDB
+//! 10.6+: `idem::MySqlStore::connect("mysql://app@db/app").await?`, then
+//! `store.migrate().await?` at start-up (idempotent; replicas take turns on
+//! `GET_LOCK`), or `MySqlStore::from_pool(pool)` on your `MySqlPool`;
+//! `MySqlStore::builder()` sets the database, table and connections, as for
+//! PostgreSQL.
+//!
+//! - **One round trip per step**, counted through a proxy
+//!   (`tests/mysql.rs`, `tests/round_trips.rs`): claim, complete, release,
+//!   renew and saving a step are 1 turn each on the store's own connections,
+//!   2 on a pool with `test_before_acquire(false)`, 3 on sqlx's default pool;
+//!   a fresh call is 2 turns, a replay 1.
+//! - **The claim is a stored procedure** (`<table>_claim`) returning one
+//!   result set: a plain read (a replay costs an index lookup), else, in a
+//!   transaction of its own, `INSERT … ON DUPLICATE KEY UPDATE` that inserts
+//!   the claim or locks the one row holding the key, the row read under that
+//!   lock, taken over only if expired. No `SELECT … FOR UPDATE` on a missing
+//!   key first: under REPEATABLE READ its gap lock deadlocks two claimers.
+//!   Complete, release and renew are one fenced `UPDATE`/`DELETE` each.
+//! - **Expiry is the server's** `UTC_TIMESTAMP(6)` in `DATETIME(6)` columns,
+//!   whatever the session's `time_zone`; `purge_expired()` deletes expired
+//!   rows in batches.
+//! - **MySQL 8 and MariaDB** run the same migration: the statements keep to
+//!   what both accept (no `RETURNING`, which only MariaDB has; no
+//!   `INSERT … AS new` alias, which only MySQL has; `LOCK IN SHARE MODE`).
+//!   MySQL with binary logging needs `log_bin_trust_function_creators = 1`
+//!   (or `SUPER`) for `migrate` to create the procedure. Tested on MariaDB
+//!   10.11; the rustdoc of `MySqlStore` lists the differences.
+//! - **Transactional mode**: `store.in_transaction(&mut tx, idem.call(…)).run(async |conn| …)`
+//!   claims and completes inside your `sqlx::Transaction<MySql>`, as for
+//!   PostgreSQL: the effect and the record commit together, and a worker
+//!   SIGKILLed before its commit leaves neither (`tests/mysql_tx.rs`). Under
+//!   REPEATABLE READ the claim of an existing key also locks the gap before
+//!   its row until the commit (InnoDB's duplicate-key check): keep those
+//!   transactions short.
+//! - Not yet: `idem --mysql URL` in the CLI (`MySqlStore` implements
+//!   `idem::admin::Admin`), a `TxHandle` for `#[idempotent(store = tx)]`, and
+//!   the throughput bench.

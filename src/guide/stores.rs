@@ -2,7 +2,7 @@
 //!
 //! Each store type is at `idem::`; its module ([`memory`](crate::memory),
 //! [`redis`](crate::redis), [`postgres`](crate::postgres),
-//! [`sqlite`](crate::sqlite)) holds the rest: builders, defaults, the
+//! [`sqlite`](crate::sqlite), [`mysql`](crate::mysql)) holds the rest: builders, defaults, the
 //! transactional mode.
 //!
 //! | type | feature | use it for | guide |
@@ -11,6 +11,18 @@
 //! | [`SqliteStore`](crate::SqliteStore) | `sqlite` | one host whose records must survive restarts, no server | [`sql`](super::sql) |
 //! | [`RedisStore`](crate::RedisStore) | `redis` | several replicas sharing a Redis or a Redis Cluster | [`redis`](super::redis) |
 //! | [`PostgresStore`](crate::PostgresStore) | `postgres` | several replicas, durable records, and the transactional mode | [`sql`](super::sql) |
+//! | [`MySqlStore`](crate::MySqlStore) | `mysql` | several replicas on the MySQL 8 or MariaDB 10.6+ they already run | [`sql`](super::sql#mysql-and-mariadb) |
+//!
+//! **Which store when.** Put the records where the service already keeps its
+//! state; add a server only for idempotency when none of these fits.
+//!
+//! | your service | pick | because |
+//! | --- | --- | --- |
+//! | one process; tests; a demo | `MemoryStore` | nothing to run; records go with the process |
+//! | one host, records must outlive a restart | `SqliteStore` | one file, no server; expiry by this host's clock |
+//! | several replicas and a Redis | `RedisStore` | the fewest microseconds per call; durable as far as your Redis is (AOF, replicas with `wait_for_replicas`) |
+//! | several replicas on PostgreSQL | `PostgresStore` | durable; with effects in the same database, the transactional mode commits effect and record together |
+//! | several replicas on MySQL or MariaDB (RDS, Aurora MySQL) | `MySqlStore` | durable, in the database you run, no Redis to add; not on Vitess/PlanetScale (no stored procedures) |
 //!
 //! # What every store keeps
 //!

@@ -26,13 +26,17 @@ pub const MAX_KEY_BYTES: usize = 255;
 /// The value of an `Idempotency-Key` header: one to 255 bytes of visible
 /// ASCII.
 ///
-/// The header is read as the IETF draft defines it, a structured-field
-/// string (`Idempotency-Key: "8e03978e-40d5-43e8"`, with `\"` and `\\`
-/// escapes and optional parameters, which are ignored); a bare token
-/// (`Idempotency-Key: 8e03978e-40d5-43e8`) is accepted too. The other
-/// structured-field items are refused (400), so that no two spellings
+/// The whole field is read as the IETF draft defines it, one RFC 8941
+/// structured-field item (parsed by the `sfv` crate): a string
+/// (`Idempotency-Key: "8e03978e-40d5-43e8"`, with `\"` and `\\` escapes
+/// and optional parameters, which are ignored) or a bare token
+/// (`Idempotency-Key: 8e03978e-40d5-43e8`; one starting with a digit, as
+/// a UUID may, is accepted too). A list is refused (400): two keys folded
+/// into one field (`"k-1";v=1, "k-2"`, as a proxy joins two headers) name
+/// no one key. The other items are refused too, so that no two spellings
 /// name one key: an integer or decimal (`42`, which would otherwise be the
-/// key `"42"`), a byte sequence (`:cHJldGVuZA==:`) or a boolean (`?1`).
+/// key `"42"`), a byte sequence (`:cHJldGVuZA==:`), a boolean (`?1`), a
+/// date or a display string.
 ///
 /// As an axum extractor it answers 400 (`application/problem+json`) when
 /// the header is missing, empty, longer than 255 bytes, malformed or sent
@@ -68,7 +72,8 @@ pub const MAX_KEY_BYTES: usize = 255;
 pub struct IdempotencyKey(String);
 
 impl IdempotencyKey {
-    /// Parses one header value: a structured-field string or a bare token.
+    /// Parses one header value: a structured-field string or a bare token,
+    /// and nothing after it but parameters.
     ///
     /// ```
     /// use idem::http::IdempotencyKey;
@@ -76,15 +81,14 @@ impl IdempotencyKey {
     /// assert_eq!(IdempotencyKey::parse(br#""a \"quoted\" key";v=1"#).unwrap().as_str(), r#"a "quoted" key"#);
     /// assert!(IdempotencyKey::parse(&[b'k'; 256]).is_err());
     /// assert!(IdempotencyKey::parse(br#""unterminated"#).is_err());
+    /// assert!(IdempotencyKey::parse(br#""k-1";v=1, "k-2""#).is_err());
     /// ```
     pub fn parse(value: &[u8]) -> Result<Self, Problem> {
         let value = value.trim_ascii();
-        let key = match value.split_first() {
-            Some((b'"', rest)) => sf_string(rest)?,
-            Some((b':', _)) => return Err(invalid(NOT_A_STRING)),
-            Some((b'?', _)) => return Err(invalid(NOT_A_STRING)),
-            _ if is_sf_number(value) => return Err(invalid(NOT_A_STRING)),
-            _ => bare(value)?,
+        let key = match sfv::Parser::new(value).parse::<sfv::Item>() {
+            Ok(item) => item_key(item.bare_item)?,
+            Err(_) if is_list(value) => return Err(invalid(ONE_KEY)),
+            Err(err) => lenient(value, &err)?,
         };
         if key.is_empty() {
             return Err(invalid("the key is empty"));
@@ -176,6 +180,56 @@ fn invalid(reason: &str) -> Problem {
 
 const NOT_A_STRING: &str = "the key must be a structured-field string (\"…\") or a token, not an integer, decimal, byte sequence or boolean; quote it";
 
+const ONE_KEY: &str = "send exactly one key: the field holds a list";
+
+/// The key an item names: a string's or a token's text.
+fn item_key(bare: sfv::BareItem) -> Result<String, Problem> {
+    match bare {
+        sfv::BareItem::String(text) => Ok(text.into()),
+        sfv::BareItem::Token(token) => Ok(token.into()),
+        _ => Err(invalid(NOT_A_STRING)),
+    }
+}
+
+/// Whether the field is a list of more than one member: two fields folded
+/// into one, by the client or a proxy.
+fn is_list(value: &[u8]) -> bool {
+    sfv::Parser::new(value)
+        .parse::<sfv::List>()
+        .is_ok_and(|list| list.len() > 1)
+}
+
+/// A field that is no structured-field item: refused, unless it is a bare
+/// key RFC 8941 has no token for (one starting with a digit, as a UUID
+/// may), then well-formed parameters or nothing.
+fn lenient(value: &[u8], err: &sfv::Error) -> Result<String, Problem> {
+    match value.first() {
+        Some(b'"') => {
+            return Err(invalid(&format!(
+                "the key is not a well-formed structured-field string: {err}"
+            )));
+        }
+        Some(b':' | b'?' | b'@' | b'%') => return Err(invalid(NOT_A_STRING)),
+        _ if is_sf_number(value) => return Err(invalid(NOT_A_STRING)),
+        _ => {}
+    }
+    let at = value.iter().position(|&c| c == b';').unwrap_or(value.len());
+    let (token, params) = value.split_at(at);
+    let key = bare(token)?;
+    if !params.is_empty()
+        && sfv::Parser::new(&[b"k", params].concat())
+            .parse::<sfv::Item>()
+            .is_err()
+    {
+        return Err(invalid(if params.contains(&b',') {
+            ONE_KEY
+        } else {
+            "the parameters after the key are malformed"
+        }));
+    }
+    Ok(key)
+}
+
 /// Whether `value` reads as an RFC 8941 integer or decimal (§4.2.4),
 /// parameters aside: `-`, digits, and maybe `.` and digits. (Of any
 /// length: a 16-digit number is no valid integer, but it is no more a
@@ -192,42 +246,14 @@ fn is_sf_number(value: &[u8]) -> bool {
     digits(whole) && fraction.is_none_or(digits)
 }
 
-/// RFC 8941 §4.2.5, after the opening quote; parameters after the closing
-/// quote are allowed and ignored.
-fn sf_string(rest: &[u8]) -> Result<String, Problem> {
-    let mut out = String::new();
-    let mut bytes = rest.iter();
-    loop {
-        match bytes.next() {
-            None => return Err(invalid("the quoted string is not terminated")),
-            Some(b'\\') => match bytes.next() {
-                Some(&c @ (b'"' | b'\\')) => out.push(char::from(c)),
-                _ => return Err(invalid(r#"only \" and \\ may be escaped"#)),
-            },
-            Some(b'"') => break,
-            Some(&c @ 0x20..=0x7e) => out.push(char::from(c)),
-            Some(_) => return Err(invalid("the key must be visible ASCII")),
-        }
-    }
-    let tail = bytes.as_slice().trim_ascii_start();
-    if tail.is_empty() || tail[0] == b';' {
-        Ok(out)
-    } else {
-        Err(invalid("unexpected characters after the quoted string"))
-    }
-}
-
-/// A bare token: visible ASCII without quotes, backslashes or commas; a
-/// `;` starts parameters, which are ignored.
-fn bare(value: &[u8]) -> Result<String, Problem> {
-    let token = value.split(|&c| c == b';').next().unwrap_or_default();
-    let token = token.trim_ascii_end();
+/// A bare key: visible ASCII without quotes, backslashes or commas.
+fn bare(token: &[u8]) -> Result<String, Problem> {
     if let Some(c) = token
         .iter()
         .find(|&&c| !(0x21..=0x7e).contains(&c) || matches!(c, b'"' | b'\\' | b','))
     {
         let reason = if *c == b',' {
-            "send exactly one key".to_owned()
+            ONE_KEY.to_owned()
         } else {
             format!(
                 "byte 0x{c:02x} is not allowed in a bare key; quote the key as a structured-field string"
@@ -277,12 +303,14 @@ mod tests {
         assert_eq!(ok(r#"  "with space"  "#), "with space");
         assert_eq!(ok(r#""q\"uote\\d""#), r#"q"uote\d"#);
         assert_eq!(ok(r#""abc";foo=1;bar"#), "abc");
-        assert_eq!(ok(r#""abc" ;foo"#), "abc");
-        assert!(refused(br#""abc"#).contains("not terminated"));
-        assert!(refused(br#""a\nb""#).contains("escaped"));
-        assert!(refused(br#""abc"x"#).contains("after"));
-        assert!(refused("\"caf\u{e9}\"".as_bytes()).contains("visible ASCII"));
-        assert!(refused(b"\"a\tb\"").contains("visible ASCII"));
+        // RFC 8941 has no space before a parameter.
+        assert!(refused(br#""abc" ;foo"#).contains("trailing characters"));
+        assert!(refused(br#""abc"#).contains("unterminated string"));
+        assert!(refused(br#""a\nb""#).contains("escape"));
+        assert!(refused(br#""abc"x"#).contains("trailing characters"));
+        assert!(refused("\"caf\u{e9}\"".as_bytes()).contains("invalid string character"));
+        assert!(refused(b"\"a\tb\"").contains("invalid string character"));
+        assert!(refused(br#""abc";v="#).contains("not a well-formed"));
     }
 
     #[test]
@@ -292,9 +320,11 @@ mod tests {
             "8e03978e-40d5-43e8-bc93-6894a57f9324"
         );
         assert_eq!(ok("abc;v=1"), "abc");
+        assert_eq!(ok("8e03978e-40d5;v=1"), "8e03978e-40d5");
         assert!(refused(b"a b").contains("0x20"));
         assert!(refused(b"a,b").contains("exactly one"));
         assert!(refused(b"ab\"").contains("0x22"));
+        assert!(refused(b"8e03978e;v=").contains("parameters"));
     }
 
     #[test]
@@ -310,6 +340,25 @@ mod tests {
         assert_eq!(ok("8e03978e-40d5"), "8e03978e-40d5");
         assert!(refused(b"1234567890123456").contains("not an integer"));
         assert_eq!(ok("1.2.3"), "1.2.3");
+    }
+
+    /// Two keys folded into one field (a proxy joining two headers) are a
+    /// list, never the first key: with parameters on the first, in both
+    /// forms (issue 37), and without.
+    #[test]
+    fn lists_are_refused() {
+        for value in [
+            r#""k-1";v=1, "k-2""#,
+            r#""k-1", "k-2""#,
+            "k-1;v=1, k-2",
+            "k-1, k-2",
+            "8e03978e;v=1, 9f14",
+            "8e03978e, 9f14",
+            r#""k-1";v=1,"k-2""#,
+            r#"k-1;v="a", k-2"#,
+        ] {
+            assert!(refused(value.as_bytes()).contains("exactly one"), "{value}");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use idem::{CodecError, Error, Idempotency};
 use serde::{Deserialize, Serialize};
 
-use super::values::Slot;
+use super::values::{Slot, tree};
 use crate::support::{Counter, scope, twice};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -194,24 +194,73 @@ impl Serialize for Unencodable {
     }
 }
 
-/// The body ran and its value cannot be stored: the caller gets the value,
-/// the key is settled, and duplicates are told why instead of running the
-/// body again.
+/// A `u128` inside an untagged enum: serde buffers it through a form
+/// without 128-bit integers, so it would never replay, whatever its value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Wide {
+    Amount { cents: u128 },
+}
+
+/// An `i128` inside a flattened struct.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Flat {
+    #[serde(flatten)]
+    pub(crate) inner: Ledger,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Ledger {
+    pub(crate) balance: i128,
+}
+
+/// The body ran and its value cannot be stored, or could be but would not
+/// replay (nested deeper than a record is read back, a wide integer where
+/// serde buffers): the caller gets the value, the key is settled, and
+/// duplicates are told why instead of running the body again.
 pub async fn unencodable_value_settles_the_key(idem: Idempotency) {
-    let scope = scope("unencodable");
+    settles(
+        &idem,
+        "unencodable",
+        Unencodable(7),
+        "refuses to be encoded",
+    )
+    .await;
+    settles(&idem, "too-deep", tree(64), "levels deep").await;
+    for (case, cents) in [("untagged-u128", u128::MAX), ("untagged-small-u128", 7)] {
+        settles(&idem, case, Wide::Amount { cents }, "would not replay").await;
+    }
+    for (case, balance) in [("flatten-i128", i128::MIN), ("flatten-small-i128", -7)] {
+        let flat = Flat {
+            inner: Ledger { balance },
+        };
+        settles(&idem, case, flat, "would not replay").await;
+    }
+    // Outside such forms they replay, and so do deep trees that fit.
+    twice(&idem, "plain-i128", Ledger { balance: i128::MIN }).await;
+    twice(&idem, "deepest-tree", tree(63)).await;
+}
+
+/// `value` is returned to its caller and settles the key: each duplicate
+/// gets `NotStored` naming `why`, and the body ran once.
+async fn settles<T>(idem: &Idempotency, case: &str, value: T, why: &str)
+where
+    T: Serialize + serde::de::DeserializeOwned + Clone + PartialEq + std::fmt::Debug + Send,
+{
+    let scope = scope(case);
     let runs = Counter::default();
     let body = || async {
         runs.bump();
-        Ok::<_, Error>(Unencodable(7))
+        Ok::<_, Error>(value.clone())
     };
     let first = idem.call(&scope, "k").run(body).await;
-    assert_eq!(first.unwrap(), Unencodable(7));
+    assert_eq!(first.unwrap(), value, "{case}");
     for _ in 0..2 {
         let retry = idem.call(&scope, "k").run(body).await;
         assert!(
-            matches!(retry, Err(Error::Codec(CodecError::NotStored(ref reason))) if reason.contains("refuses to be encoded")),
-            "{retry:?}"
+            matches!(retry, Err(Error::Codec(CodecError::NotStored(ref reason))) if reason.contains(why)),
+            "{case}: {retry:?}"
         );
     }
-    assert_eq!(runs.get(), 1, "the body ran once");
+    assert_eq!(runs.get(), 1, "{case}: the body ran once");
 }

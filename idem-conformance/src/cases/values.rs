@@ -70,6 +70,30 @@ fn floats(v: &Floats) -> Vec<f64> {
     vec![v.a, f64::from(v.b), v.c.unwrap_or(0.5)]
 }
 
+/// A struct holding an integer-keyed map of itself: each level nests its
+/// record's JSON four deep (`$map`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Tree {
+    pub(crate) kids: BTreeMap<u32, Tree>,
+}
+
+/// A tree `levels` deep.
+pub(crate) fn tree(levels: usize) -> Tree {
+    (0..levels).fold(
+        Tree {
+            kids: BTreeMap::new(),
+        },
+        |kid, n| Tree {
+            kids: BTreeMap::from([(n as u32, kid)]),
+        },
+    )
+}
+
+/// The same float, bit for bit (a NaN's sign and payload included).
+fn same_bits(x: &f64, y: &f64) -> bool {
+    x.to_bits() == y.to_bits()
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub(crate) enum Slot {
     Morning,
@@ -106,6 +130,16 @@ pub async fn replays_values_json_cannot_carry(idem: Idempotency) {
     }
     twice_checked(&idem, "nan-f64", f64::NAN, |x, _| x.is_nan()).await;
     twice_checked(&idem, "nan-f32", f32::NAN, |x, _| x.is_nan()).await;
+    // A NaN's sign bit and payload replay too.
+    twice_checked(&idem, "-nan", -f64::NAN, same_bits).await;
+    let payload = f64::from_bits(0xfff0_0000_0000_0001);
+    twice_checked(&idem, "nan-payload", payload, same_bits).await;
+    twice_checked(&idem, "-nan-f32", -f32::NAN, |x, y| {
+        x.to_bits() == y.to_bits()
+    })
+    .await;
+    // Deep values with integer keys: past serde_json's 128 nested levels.
+    twice(&idem, "deep-int-keys", tree(40)).await;
     twice(&idem, "u128", u128::MAX).await;
 
     let tuples: HashMap<(u32, u32), String> =

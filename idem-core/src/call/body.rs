@@ -8,7 +8,7 @@ use super::claim::Finished;
 use super::guard::ClaimGuard;
 use crate::context::{Running, StepCall};
 use crate::key::ScopeText;
-use crate::renewal;
+use crate::renewal::{self, Renewal};
 use crate::{Claim, Store, Token};
 
 impl<P> Call<P> {
@@ -21,6 +21,7 @@ impl<P> Call<P> {
         guard: &ClaimGuard<'_, S>,
         claim: &Claim,
         finished: Finished,
+        span: &tracing::Span,
         body: F,
     ) -> impl Future<Output = Result<T, E>>
     where
@@ -29,6 +30,14 @@ impl<P> Call<P> {
         Fut: Future<Output = Result<T, E>>,
     {
         async move {
+            let renewal = Renewal {
+                key: self.key,
+                token: claim.token,
+                lease: claim.lease,
+                scope: self.scope.clone(),
+                site: self.site,
+                span: span.clone(),
+            };
             // A store the handle owns is renewed from a task of its own, so
             // a body that blocks its thread still keeps its lease.
             let Some(_) = guard.on_drop else {
@@ -36,14 +45,16 @@ impl<P> Call<P> {
                 // renews in its own task, boxed, so that the call's future
                 // does not carry that timer for every other call.
                 let running = self.running(guard, claim.token, finished, None);
-                return Box::pin(self.in_task(guard, claim, running, body)).await;
+                let store = guard.store;
+                return Box::pin(async move {
+                    let body = pin!(crate::context::scoped(running, body()));
+                    renewal::in_task(store, renewal, body).await
+                })
+                .await;
             };
             let inner = &self.idem.inner;
-            let (key, token, lease, site) = (self.key, claim.token, claim.lease, self.site);
-            let renewed = self.scope.clone();
-            let (_renewed, spawned) =
-                (inner.renewer).register(inner, key, token, lease, renewed, site);
-            if spawned {
+            let (_renewed, let_run) = inner.renewer.register(inner, renewal);
+            if let_run {
                 renewal::let_start().await;
             }
             // The body's context and future are made only after the last
@@ -51,27 +62,6 @@ impl<P> Call<P> {
             let running = self.running(guard, claim.token, finished, Some(self.scope.clone()));
             crate::context::scoped(running, body()).await
         }
-    }
-
-    /// The body, renewed in its own task (a borrowed store cannot be sent
-    /// to the renewer's).
-    async fn in_task<S, T, E, F, Fut>(
-        // `&mut`: a `&Call` held across an await would need `P: Sync`.
-        &mut self,
-        guard: &ClaimGuard<'_, S>,
-        claim: &Claim,
-        running: Running,
-        body: F,
-    ) -> Result<T, E>
-    where
-        S: Store + ?Sized,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        let body = pin!(crate::context::scoped(running, body()));
-        let (store, key, token) = (guard.store, &self.key, claim.token);
-        let scope = self.scope.as_str();
-        renewal::in_task(store, key, token, claim.lease, scope, self.site, body).await
     }
 
     /// What the body's task knows of this call, for `child_key` and

@@ -26,6 +26,24 @@ impl<P> Call<P> {
     /// lease, or one longer than the TTL, is `Error::InvalidOption` when
     /// the call runs.
     ///
+    /// Renewal runs every third of the lease, from a task the handle
+    /// keeps on the runtime the call runs on (one per runtime, shared by
+    /// its calls), so a body that blocks its thread keeps its lease on a
+    /// multi-thread runtime with a worker free; on a current-thread
+    /// runtime a body must yield for renewal to run. A handle used from
+    /// several runtimes (a `static` handle across `#[tokio::test]`s, a CLI
+    /// or per-tenant runtimes, one shut down with `shutdown_background`)
+    /// renews on each: a task its runtime dropped, or one overdue by a
+    /// second, is replaced by the next claim on that runtime. A call on
+    /// a borrowed store ([`run_on`](Call::run_on)) renews in its own task.
+    ///
+    /// A renewal the store refuses or fails is reported as it happens,
+    /// while the body still runs: a `WARN` event in the call's
+    /// `idem.call` span and `idem_renewal_failures_total{scope}`. A failed
+    /// renewal is retried at the next third; once the lease has run out
+    /// without one, a duplicate may take the key over, and the body's
+    /// result ends in `Error::LeaseLost` instead of being stored.
+    ///
     /// ```
     /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
     /// let call = idem.call("payments", "order-1").lease(std::time::Duration::from_secs(10));

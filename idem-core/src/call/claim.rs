@@ -22,8 +22,8 @@ pub(super) type Finished = Vec<(StepId, bytes::Bytes)>;
 
 impl<P> Call<P> {
     /// Claims the key, waiting (up to `wait`) while another caller holds
-    /// it. `Ok` with the steps an earlier attempt finished when the claim
-    /// is won; `Err` with the call's answer otherwise (a replay, a
+    /// it. `Ok` with the steps an earlier attempt finished, and whether a
+    /// vanished holder's claim was taken over, when the claim is won; `Err` with the call's answer otherwise (a replay, a
     /// mismatch, in progress, a store failure).
     pub(super) async fn claim_key<S, T, E>(
         // `&mut`: a `&Call` held across an await would need `P: Sync`.
@@ -33,7 +33,7 @@ impl<P> Call<P> {
         on_drop: Option<&Arc<dyn Store>>,
         claim: &Claim,
         span: &tracing::Span,
-    ) -> Result<Finished, Ran<T, E>>
+    ) -> Result<(Finished, bool), Ran<T, E>>
     where
         S: Store + ?Sized,
         T: DeserializeOwned,
@@ -60,7 +60,7 @@ impl<P> Call<P> {
                     if took_over {
                         site.takeover();
                     }
-                    return Ok(steps);
+                    return Ok((steps, took_over));
                 }
                 Ok(ClaimOutcome::Completed {
                     fingerprint,

@@ -8,9 +8,11 @@ mod builder;
 mod claim;
 mod guard;
 mod outcome;
+mod reconcile;
 mod settle;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde::{Serialize, de::DeserializeOwned};
@@ -27,6 +29,8 @@ use crate::{
 
 use guard::ClaimGuard;
 pub use outcome::{Failed, Reported};
+pub use reconcile::{NoReconcile, Reconcile, Reconciling, Takeover};
+use reconcile::{Run, SelfReconciling, WithReconcile};
 
 /// How long a completed result is replayed, unless set: 24 hours.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -268,9 +272,44 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        self.execute_reconciled(NoReconcile, body)
+    }
+
+    /// As [`execute`](Call::execute), with a reconcile for a takeover.
+    pub(crate) fn execute_reconciled<T, E, R, F, Fut>(
+        self,
+        reconcile: R,
+        body: F,
+    ) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
         let target = Arc::clone(&self.idem.inner);
         let span = self.span();
-        self.protocol(target, body, span.clone()).instrument(span)
+        let run = WithReconcile { reconcile, body };
+        self.protocol(target, run, span.clone()).instrument(span)
+    }
+
+    /// As [`execute`](Call::execute), for a body that reconciles itself
+    /// when handed a [`Takeover`] (the attribute's `reconcile = …`).
+    pub(crate) fn execute_self_reconciling<T, E, F, Fut>(
+        self,
+        body: F,
+    ) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+        F: FnOnce(Option<Takeover>) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let target = Arc::clone(&self.idem.inner);
+        let span = self.span();
+        let run = SelfReconciling(body);
+        self.protocol(target, run, span.clone()).instrument(span)
     }
 
     /// As [`execute`](Call::execute), on a borrowed store.
@@ -286,8 +325,28 @@ impl<P> Call<P> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        self.execute_on_reconciled(store, NoReconcile, body)
+    }
+
+    /// As [`execute_on`](Call::execute_on), with a reconcile for a
+    /// takeover.
+    pub(crate) fn execute_on_reconciled<S, T, E, R, F, Fut>(
+        self,
+        store: &S,
+        reconcile: R,
+        body: F,
+    ) -> impl Future<Output = Ran<T, E>>
+    where
+        S: Store + ?Sized,
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
         let span = self.span();
-        self.protocol(store, body, span.clone()).instrument(span)
+        let run = WithReconcile { reconcile, body };
+        self.protocol(store, run, span.clone()).instrument(span)
     }
 
     /// The call's span: scope, short key hash, and (once known) outcome and
@@ -304,6 +363,7 @@ impl<P> Call<P> {
             key = %self.key.short(),
             outcome = tracing::field::Empty,
             replayed = tracing::field::Empty,
+            reconciled = tracing::field::Empty,
         );
         if heard(&span) {
             span
@@ -315,18 +375,17 @@ impl<P> Call<P> {
     /// The protocol: claim, run, settle (complete or release), or replay.
     /// Each end is counted by outcome and recorded in `span`.
     #[expect(clippy::manual_async_fn, reason = "an async fn doubles its arguments")]
-    fn protocol<G, T, E, F, Fut>(
+    fn protocol<G, T, E, B>(
         mut self,
         target: G,
-        body: F,
+        body: B,
         span: tracing::Span,
     ) -> impl Future<Output = Ran<T, E>>
     where
         G: Target,
         T: Serialize + DeserializeOwned,
         P: ErrorPolicy<E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        B: Run<T, E>,
     {
         // An async block, not an async fn: an async fn keeps a second copy
         // of its arguments (the call, the span) for the whole call.
@@ -346,11 +405,11 @@ impl<P> Call<P> {
                 self.effective_lease(),
                 self.site.name(),
             );
-            let finished = match self
+            let (finished, took_over) = match self
                 .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
                 .await
             {
-                Ok(finished) => finished,
+                Ok(won) => won,
                 Err(ended) => return ended,
             };
             let mut guard = ClaimGuard::new(store, on_drop, self.key, claim.token, self.site);
@@ -362,7 +421,17 @@ impl<P> Call<P> {
                     Err(Failed::Idem(self.mismatch())),
                 );
             }
-            let result = self.run_body(&guard, &claim, finished, body).await;
+            // Only a takeover of a vanished holder asks the reconcile.
+            let (takeover, reconciled) = reconcile::takeover(took_over && body.reconciles());
+            let body = || body.start(takeover);
+            let result = self.run_body(&guard, &claim, finished, &span, body).await;
+            if let Some(reconciled) = reconciled {
+                let reconciled = reconciled.load(Ordering::Relaxed);
+                span.record("reconciled", reconciled);
+                if reconciled {
+                    self.site.reconciled();
+                }
+            }
             self.settle(&mut guard, cache, result, &span).await
         }
     }

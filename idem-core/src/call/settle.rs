@@ -1,7 +1,7 @@
 //! The settle stage: the key is completed with the result's record (or a
 //! not-stored marker), or released for a released error.
 
-use serde::Serialize;
+use serde::{Serialize, de::DeserializeOwned};
 use tokio::time::Instant;
 
 use super::guard::ClaimGuard;
@@ -27,7 +27,7 @@ impl<P> Call<P> {
     ) -> impl Future<Output = Ran<T, E>>
     where
         S: Store + ?Sized,
-        T: Serialize,
+        T: Serialize + DeserializeOwned,
         P: ErrorPolicy<E>,
     {
         // An async block: an async fn would keep a second copy of the
@@ -35,7 +35,7 @@ impl<P> Call<P> {
         async move {
             let limit = self.idem.inner.max_record_bytes;
             let record = match &result {
-                Ok(value) => record::encode(Outcome::Ok, value, limit),
+                Ok(value) => record::encode_replayable(Outcome::Ok, value, limit),
                 Err(err) => match self.policy.record(err, limit) {
                     Some(record) => record,
                     None => {

@@ -9,7 +9,7 @@
 //! | value | JSON |
 //! | --- | --- |
 //! | `Some(v)` where `v` would be `null` or `{"$some":…}` (`Some(None)`, `Some(())`) | `{"$some":v}` |
-//! | a NaN or infinite `f64` / `f32` | `{"$f64":"NaN"}`, `"Infinity"`, `"-Infinity"` (`$f32` alike) |
+//! | a NaN or infinite `f64` / `f32` | `{"$f64":"NaN"}`, `"-NaN"`, `"Infinity"`, `"-Infinity"` (`$f32` alike); a NaN of other bits `"NaN:<bits in hex>"` |
 //! | a `u128` / `i128` outside the 64-bit range | `{"$u128":"digits"}`, `{"$i128":"digits"}` |
 //! | a map with any key that is not a string | `{"$map":[[k,v],…]}` |
 //! | an object key of the value that starts with `$` | the key with one more `$` (`"$ref"` is `"$$ref"`) |
@@ -21,6 +21,12 @@
 //! value's own strings, so a map decodes the same through typed fields
 //! and through `deserialize_any` (untagged enums, `flatten`), where
 //! serde_json's `"1"` for an integer key would stay a string.
+//!
+//! Depth: serde_json reads at most 128 nested arrays and objects, and
+//! `$map` costs three a level, so a 40-level tree keyed by integers was
+//! stored and never read back. A record nested deeper than serde_json's
+//! limit is read without it, under [`MAX_DEPTH`] of our own, which the
+//! encoder refuses to exceed: whatever encodes decodes.
 
 mod node_de;
 mod node_ser;
@@ -39,8 +45,21 @@ const U128: &str = "$u128";
 const I128: &str = "$i128";
 const MAP: &str = "$map";
 
+/// How deeply a record's JSON may nest (arrays and objects inside each
+/// other, escapes included): the encoder refuses a deeper value and the
+/// decoder a deeper record. Reading is recursive, a few KiB of stack a
+/// level in a debug build: this depth reads in half of a tokio worker's
+/// 2 MiB stack (`json_ext/tests.rs`), which 512 would not. It holds a
+/// struct with an integer-keyed map of itself 63 levels deep.
+pub(crate) const MAX_DEPTH: usize = 256;
+
+/// The most nested levels serde_json reads with its own limit on.
+const SERDE_JSON_DEPTH: usize = 127;
+
 /// A value in the serde data model, before it is written as JSON or after
-/// it was read from it.
+/// it was read from it. A `u128` or `i128` is `U128`/`I128` whatever its
+/// value when written (and JSON's plain number when it fits 64 bits); read
+/// back, only an escaped one is.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Node<'a> {
     /// `None`, `()`, a unit struct.
@@ -59,13 +78,86 @@ pub(crate) enum Node<'a> {
     Map(Vec<(Node<'a>, Node<'a>)>),
 }
 
-/// Appends `value`, encoded, to `out`.
+/// What the encoder learnt of a value's tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Shape {
+    /// How deeply its JSON nests.
+    pub depth: usize,
+    /// Whether it holds a `u128` or `i128` (of any value).
+    pub has_128: bool,
+}
+
+/// Why a value was not encoded.
+#[derive(Debug)]
+pub(crate) enum EncodeError {
+    /// Its `Serialize` failed.
+    Json(serde_json::Error),
+    /// It nests deeper than [`MAX_DEPTH`].
+    TooDeep(usize),
+}
+
+/// Appends `value`, encoded, to `out`; nothing is written for a value
+/// nested deeper than [`MAX_DEPTH`].
 pub(crate) fn to_writer<T: Serialize + ?Sized>(
     out: &mut Vec<u8>,
     value: &T,
-) -> Result<(), serde_json::Error> {
-    let node = value.serialize(node_ser::NodeSerializer)?;
-    serde_json::to_writer(out, &node)
+) -> Result<Shape, EncodeError> {
+    let node = value
+        .serialize(node_ser::NodeSerializer)
+        .map_err(EncodeError::Json)?;
+    let shape = node.shape();
+    if shape.depth > MAX_DEPTH {
+        return Err(EncodeError::TooDeep(shape.depth));
+    }
+    serde_json::to_writer(out, &node).map_err(EncodeError::Json)?;
+    Ok(shape)
+}
+
+impl Node<'_> {
+    /// The depth of its JSON as [`Serialize`] writes it, and whether it
+    /// holds a 128-bit integer.
+    fn shape(&self) -> Shape {
+        let leaf = |depth, has_128| Shape { depth, has_128 };
+        match self {
+            // An escape only beyond the 64-bit range.
+            Node::U128(n) => leaf(usize::from(u64::try_from(*n).is_err()), true),
+            Node::I128(n) => leaf(usize::from(i64::try_from(*n).is_err()), true),
+            Node::F32(x) if !x.is_finite() => leaf(1, false),
+            Node::F64(x) if !x.is_finite() => leaf(1, false),
+            Node::Some(inner) => inner.shape().nested(1),
+            Node::Seq(items) => Shape::widest(items.iter().map(Node::shape)).nested(1),
+            Node::Map(entries) if is_object(entries) => {
+                Shape::widest(entries.iter().map(|(_, v)| v.shape())).nested(1)
+            }
+            // `{"$map":[[k,v],…]}`.
+            Node::Map(entries) => {
+                Shape::widest(entries.iter().flat_map(|(k, v)| [k.shape(), v.shape()])).nested(3)
+            }
+            _ => Shape::default(),
+        }
+    }
+}
+
+impl Shape {
+    fn nested(self, levels: usize) -> Shape {
+        Shape {
+            depth: self.depth + levels,
+            has_128: self.has_128,
+        }
+    }
+
+    fn widest(shapes: impl Iterator<Item = Shape>) -> Shape {
+        shapes.fold(Shape::default(), |a, b| Shape {
+            depth: a.depth.max(b.depth),
+            has_128: a.has_128 || b.has_128,
+        })
+    }
+}
+
+/// Whether a map is written as a JSON object of its own keys (else as
+/// `$map`).
+fn is_object(entries: &[(Node<'_>, Node<'_>)]) -> bool {
+    entries.iter().all(|(key, _)| matches!(key, Node::Str(_)))
 }
 
 /// Whether `bytes` holds a `$`: `memchr` reads words at a time, where
@@ -81,15 +173,70 @@ fn has_dollar(bytes: &[u8]) -> bool {
 /// what serde_json writes for the value, so serde_json reads it directly,
 /// without the tree (most records: a replay then costs what it did in
 /// format 2). serde_json's own leniencies apply there as they did in
-/// format 2 (a map key `"1"` read into an integer-keyed map).
+/// format 2 (a map key `"1"` read into an integer-keyed map). A record
+/// nested deeper than serde_json reads is read again without its limit,
+/// under [`MAX_DEPTH`]: only then is the text scanned for its depth.
 pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Error> {
-    if !has_dollar(bytes) {
-        return serde_json::from_slice(bytes);
+    let mut json = serde_json::Deserializer::from_slice(bytes);
+    match read(&mut json, bytes) {
+        Err(err) if err.is_syntax() && nesting(bytes) > SERDE_JSON_DEPTH => from_deep_slice(bytes),
+        read => read,
+    }
+}
+
+/// [`from_slice`] for a record deeper than serde_json's own limit.
+fn from_deep_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Error> {
+    let depth = nesting(bytes);
+    if depth > MAX_DEPTH {
+        return Err(de::Error::custom(format_args!(
+            "the record nests {depth} levels deep, more than the {MAX_DEPTH} a record may"
+        )));
     }
     let mut json = serde_json::Deserializer::from_slice(bytes);
-    let node = Node::deserialize(&mut json)?;
+    json.disable_recursion_limit();
+    read(&mut json, bytes)
+}
+
+fn read<'de, T: DeserializeOwned>(
+    json: &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
+    bytes: &[u8],
+) -> Result<T, serde_json::Error> {
+    if !has_dollar(bytes) {
+        let value = T::deserialize(&mut *json)?;
+        json.end()?;
+        return Ok(value);
+    }
+    let node = Node::deserialize(&mut *json)?;
     json.end()?;
     T::deserialize(node)
+}
+
+/// How deeply JSON text nests: arrays and objects inside each other,
+/// brackets inside strings not counted.
+fn nesting(bytes: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &byte in bytes {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 impl Serialize for Node<'_> {
@@ -100,16 +247,22 @@ impl Serialize for Node<'_> {
             Node::Bool(b) => s.serialize_bool(*b),
             Node::U64(n) => s.serialize_u64(*n),
             Node::I64(n) => s.serialize_i64(*n),
-            Node::U128(n) => escape(s, U128, &n.to_string()),
-            Node::I128(n) => escape(s, I128, &n.to_string()),
+            Node::U128(n) => match u64::try_from(*n) {
+                Ok(n) => s.serialize_u64(n),
+                Err(_) => escape(s, U128, &n.to_string()),
+            },
+            Node::I128(n) => match i64::try_from(*n) {
+                Ok(n) => s.serialize_i64(n),
+                Err(_) => escape(s, I128, &n.to_string()),
+            },
             Node::F32(x) if x.is_finite() => s.serialize_f32(*x),
-            Node::F32(x) => escape(s, F32, non_finite_name(f64::from(*x))),
+            Node::F32(x) => escape(s, F32, &non_finite_f32_name(*x)),
             Node::F64(x) if x.is_finite() => s.serialize_f64(*x),
-            Node::F64(x) => escape(s, F64, non_finite_name(*x)),
+            Node::F64(x) => escape(s, F64, &non_finite_f64_name(*x)),
             Node::Str(text) => s.serialize_str(text),
             Node::Seq(items) => s.collect_seq(items),
             Node::Map(entries) => {
-                if !entries.iter().all(|(key, _)| matches!(key, Node::Str(_))) {
+                if !is_object(entries) {
                     let pairs = entries.iter().map(|(key, value)| (key, value));
                     return escape(s, MAP, &Pairs(pairs));
                 }
@@ -135,25 +288,72 @@ fn escape<S: Serializer, T: Serialize + ?Sized>(
     map.end()
 }
 
-fn non_finite_name(x: f64) -> &'static str {
-    if x.is_nan() {
-        "NaN"
-    } else if x > 0.0 {
-        "Infinity"
-    } else {
-        "-Infinity"
+/// The usual quiet NaN is `NaN` (`-NaN` with the sign bit set); any other
+/// NaN is `NaN:` and its bits in hex, so every bit replays.
+fn nan_name(bits: u64, quiet: u64, sign: u64) -> Cow<'static, str> {
+    match bits {
+        _ if bits == quiet => Cow::Borrowed("NaN"),
+        _ if bits == quiet | sign => Cow::Borrowed("-NaN"),
+        _ => Cow::Owned(format!("NaN:{bits:x}")),
     }
 }
 
-fn non_finite<E: de::Error>(name: &str) -> Result<f64, E> {
+fn non_finite_f64_name(x: f64) -> Cow<'static, str> {
+    if x.is_nan() {
+        nan_name(x.to_bits(), f64::NAN.to_bits(), 1 << 63)
+    } else {
+        Cow::Borrowed(infinity_name(x > 0.0))
+    }
+}
+
+fn non_finite_f32_name(x: f32) -> Cow<'static, str> {
+    if x.is_nan() {
+        nan_name(x.to_bits().into(), f32::NAN.to_bits().into(), 1 << 31)
+    } else {
+        Cow::Borrowed(infinity_name(x > 0.0))
+    }
+}
+
+fn infinity_name(positive: bool) -> &'static str {
+    if positive { "Infinity" } else { "-Infinity" }
+}
+
+/// The bits a NaN's name stands for ([`nan_name`]).
+fn nan_bits(name: &str, quiet: u64, sign: u64) -> Option<u64> {
     match name {
-        "NaN" => Ok(f64::NAN),
+        "NaN" => Some(quiet),
+        "-NaN" => Some(quiet | sign),
+        _ => u64::from_str_radix(name.strip_prefix("NaN:")?, 16).ok(),
+    }
+}
+
+fn non_finite_f64<E: de::Error>(name: &str) -> Result<f64, E> {
+    match name {
         "Infinity" => Ok(f64::INFINITY),
         "-Infinity" => Ok(f64::NEG_INFINITY),
-        other => Err(E::custom(format_args!(
-            "`{other}` is not NaN, Infinity or -Infinity"
-        ))),
+        _ => nan_bits(name, f64::NAN.to_bits(), 1 << 63)
+            .map(f64::from_bits)
+            .filter(|x| x.is_nan())
+            .ok_or_else(|| not_non_finite(name)),
     }
+}
+
+fn non_finite_f32<E: de::Error>(name: &str) -> Result<f32, E> {
+    match name {
+        "Infinity" => Ok(f32::INFINITY),
+        "-Infinity" => Ok(f32::NEG_INFINITY),
+        _ => nan_bits(name, f32::NAN.to_bits().into(), 1 << 31)
+            .and_then(|bits| u32::try_from(bits).ok())
+            .map(f32::from_bits)
+            .filter(|x| x.is_nan())
+            .ok_or_else(|| not_non_finite(name)),
+    }
+}
+
+fn not_non_finite<E: de::Error>(name: &str) -> E {
+    E::custom(format_args!(
+        "`{name}` is not NaN, -NaN, NaN:<bits>, Infinity or -Infinity"
+    ))
 }
 
 /// The `[[k,v],…]` list of a `$map`, written without collecting it.
@@ -273,8 +473,8 @@ impl<'de> Visitor<'de> for NodeVisitor {
         };
         let node = match &*first {
             SOME => Node::Some(Box::new(map.next_value()?)),
-            F32 => Node::F32(non_finite::<A::Error>(&map.next_value::<Text>()?.0)? as f32),
-            F64 => Node::F64(non_finite::<A::Error>(&map.next_value::<Text>()?.0)?),
+            F32 => Node::F32(non_finite_f32::<A::Error>(&map.next_value::<Text>()?.0)?),
+            F64 => Node::F64(non_finite_f64::<A::Error>(&map.next_value::<Text>()?.0)?),
             U128 => Node::U128(parse_int::<u128, A::Error>(map.next_value()?)?),
             I128 => Node::I128(parse_int::<i128, A::Error>(map.next_value()?)?),
             MAP => Node::Map(map.next_value()?),

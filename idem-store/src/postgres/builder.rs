@@ -7,7 +7,7 @@ use idem_core::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
 use super::BACKEND;
-use super::conns::Conns;
+use super::conns::{self, Conns};
 use super::statements::Sql;
 use super::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_PURGE_BATCH,
@@ -176,7 +176,12 @@ impl PostgresStoreBuilder {
         options: PgConnectOptions,
     ) -> Result<PostgresStore, StoreError> {
         let sql = Sql::new(&self.schema, &self.table)?;
-        let conns = Conns::new(options, self.max_connections, self.acquire_timeout);
+        let conns = Conns::new(
+            options,
+            self.max_connections,
+            self.acquire_timeout,
+            conns::NAMES,
+        );
         conns.acquire().await?.keep();
         Ok(self.build(sql, Source::Own(Box::new(conns))))
     }

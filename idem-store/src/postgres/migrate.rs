@@ -29,6 +29,11 @@ const MIGRATIONS: &[&str] = &[
     // stays, so replicas still running the previous release keep working
     // during a rolling deploy (their claims list with no site or age).
     include_str!("migrations/0003_site.sql"),
+    // 4: the claim function answers the time left by `clock_timestamp()`,
+    // read after the row, instead of its statement's start: a row written
+    // by a statement that began after ours (we waited on its lock) read
+    // more than a whole lease left (issue 37).
+    include_str!("migrations/0004_remaining.sql"),
 ];
 
 /// Applies the migrations `conn`'s database lacks, in one transaction

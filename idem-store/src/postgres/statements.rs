@@ -4,7 +4,10 @@
 //! Expiry is judged by the server: `statement_timestamp()` is the start of
 //! the client's current statement, so it moves on inside a long
 //! transaction (unlike `now()`, which stays at the transaction's start) and
-//! is one fixed instant within one statement.
+//! is one fixed instant within one statement. Time *left* is answered by
+//! `clock_timestamp()`, read after the row: a row committed after our
+//! statement began was written at a later `statement_timestamp()` than
+//! ours, and by ours it would have more than its whole lease left.
 
 use std::time::Duration;
 
@@ -78,9 +81,13 @@ impl Sql {
             // PL/pgSQL call: it returns what the function's first read
             // would, and `LIMIT 1` stops the `Append` before the function
             // runs. Only when it finds nothing does the function claim.
+            // The time left is by `clock_timestamp()`, read after the
+            // row: the row's writer may have begun its statement after
+            // ours did, so `statement_timestamp()` could answer more than
+            // the writer's whole lease (issue 37).
             claim: format!(
                 "SELECT CASE WHEN r.record IS NULL THEN {IN_PROGRESS} ELSE {COMPLETED} END, r.fingerprint, r.record, \
-                 floor(extract(epoch FROM r.expires_at - statement_timestamp()) * 1000000)::bigint, NULL::bytea[] \
+                 floor(extract(epoch FROM r.expires_at - clock_timestamp()) * 1000000)::bigint, NULL::bytea[] \
                  FROM {t} AS r WHERE r.key = $1 AND r.expires_at > statement_timestamp() \
                  AND (r.record IS NOT NULL OR r.token <> $2) \
                  UNION ALL \

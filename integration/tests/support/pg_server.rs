@@ -7,6 +7,15 @@
 
 #![allow(dead_code)]
 
+// Also loaded by the other server's support file in binaries using both:
+// two copies claim ports through the kernel, so they never hand out one.
+#[allow(
+    clippy::duplicate_mod,
+    reason = "pg_server.rs and redis_server.rs are each included alone too"
+)]
+#[path = "ports.rs"]
+pub(crate) mod ports;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -99,6 +108,8 @@ pub(crate) struct PrivateServer {
     dir: PathBuf,
     bin: PathBuf,
     port: u16,
+    /// Keeps `port` ours across restarts.
+    _reserved: ports::Reserved,
     /// The guardian shell waits on this pipe; when it closes, it stops
     /// the server.
     guardian_stdin: Option<ChildStdin>,
@@ -130,7 +141,8 @@ impl PrivateServer {
                 "-D",
             ])
             .arg(dir.join("data")));
-        let port = free_port();
+        let reserved = ports::reserve();
+        let port = reserved.port;
         let mut guardian = Command::new("sh")
             .arg("-c")
             .arg(format!(
@@ -159,6 +171,7 @@ impl PrivateServer {
             dir,
             bin,
             port,
+            _reserved: reserved,
         }
     }
 
@@ -287,12 +300,4 @@ fn bin_dir() -> PathBuf {
              Install PostgreSQL (Debian: apt-get install postgresql) or set IDEM_TEST_DATABASE_URL."
         )
     })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }

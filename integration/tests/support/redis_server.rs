@@ -1,6 +1,7 @@
 //! Where the Redis tests find a server: `IDEM_TEST_REDIS_URL` if set; else
 //! the machine's Redis on 127.0.0.1:6379; else a private `redis-server`
-//! this process starts on a free loopback port, stopped when the process
+//! this process starts on a reserved loopback port (`ports.rs`), stopped
+//! when the process
 //! exits. Without any of these the tests fail, saying to install
 //! redis-server; they are never skipped.
 //!
@@ -9,8 +10,16 @@
 
 #![allow(dead_code)]
 
+// Also loaded by the other server's support file in binaries using both:
+// two copies claim ports through the kernel, so they never hand out one.
+#[allow(
+    clippy::duplicate_mod,
+    reason = "pg_server.rs and redis_server.rs are each included alone too"
+)]
+#[path = "ports.rs"]
+pub(crate) mod ports;
+
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
@@ -58,43 +67,41 @@ pub(crate) async fn answers(url: &str) -> bool {
     )
 }
 
-/// A free loopback port.
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A `redis-server` of this process's own, in a temporary directory.
 /// Dropping it, or the process exiting however it ends, stops it.
 pub(crate) struct PrivateRedis {
     pub port: u16,
+    /// Keeps `port` ours across restarts.
+    _reserved: ports::Reserved,
     dir: PathBuf,
     extra: Vec<String>,
     guardian: Option<(Child, ChildStdin)>,
 }
 
 impl PrivateRedis {
-    /// Starts a server on a free port with `extra` arguments.
+    /// Starts a server on a reserved port with `extra` arguments.
     pub(crate) fn start(extra: &[&str]) -> Self {
-        Self::start_on(free_port(), extra)
-    }
-
-    /// Starts a server on `port` (one a stopped server left free).
-    pub(crate) fn start_on(port: u16, extra: &[&str]) -> Self {
         remove_stale_dirs();
+        let reserved = ports::reserve();
+        let port = reserved.port;
         let dir = std::env::temp_dir().join(format!("idem-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut server = PrivateRedis {
             port,
+            _reserved: reserved,
             dir,
-            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            extra: Vec::new(),
             guardian: None,
         };
-        server.restart();
+        server.restart_with(extra);
         server
+    }
+
+    /// Starts the server again on the same port with `extra` arguments
+    /// instead of its first ones, as another server would be.
+    pub(crate) fn restart_with(&mut self, extra: &[&str]) {
+        self.extra = extra.iter().map(|s| (*s).to_owned()).collect();
+        self.restart();
     }
 
     pub(crate) fn url(&self) -> String {

@@ -49,7 +49,8 @@ impl Serializer for NodeSerializer {
         Ok(Node::I64(v))
     }
     fn serialize_i128(self, v: i128) -> Result<Node<'static>> {
-        Ok(i64::try_from(v).map_or(Node::I128(v), Node::I64))
+        // Kept as 128-bit whatever its value, for `Shape::has_128`.
+        Ok(Node::I128(v))
     }
     fn serialize_u8(self, v: u8) -> Result<Node<'static>> {
         Ok(Node::U64(v.into()))
@@ -64,7 +65,7 @@ impl Serializer for NodeSerializer {
         Ok(Node::U64(v))
     }
     fn serialize_u128(self, v: u128) -> Result<Node<'static>> {
-        Ok(u64::try_from(v).map_or(Node::U128(v), Node::U64))
+        Ok(Node::U128(v))
     }
     fn serialize_f32(self, v: f32) -> Result<Node<'static>> {
         Ok(Node::F32(v))

@@ -4,7 +4,7 @@ use std::fmt::Debug;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{from_slice, to_writer};
+use super::{MAX_DEPTH, from_slice, to_writer};
 
 fn encode<T: Serialize + ?Sized>(value: &T) -> String {
     let mut out = Vec::new();
@@ -356,7 +356,10 @@ impl Serialize for Refuses {
 #[test]
 fn a_failing_serialize_is_an_error() {
     let err = to_writer(&mut Vec::new(), &Some(vec![Refuses])).unwrap_err();
-    assert!(err.to_string().contains("refused"), "{err}");
+    assert!(
+        matches!(&err, super::EncodeError::Json(e) if e.to_string().contains("refused")),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -406,4 +409,132 @@ fn dollars_are_found_anywhere() {
     assert!(!super::has_dollar(&[
         0xA4, 0x23, 0x25, 0xFF, 0, 1, 0x25, 0xA4, 9
     ]));
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct Tree {
+    kids: BTreeMap<u32, Tree>,
+}
+
+/// A tree `levels` deep, one child a level: its JSON nests four levels a
+/// level (the struct, `$map`, the pairs, a pair) and one more at the end.
+fn tree(levels: usize) -> Tree {
+    (0..levels).fold(
+        Tree {
+            kids: BTreeMap::new(),
+        },
+        |kid, n| Tree {
+            kids: BTreeMap::from([(n as u32, kid)]),
+        },
+    )
+}
+
+#[test]
+fn deep_values_with_integer_keys_replay() {
+    // 31 levels nest 125 deep, 32 levels 129: past serde_json's 128.
+    for levels in [31, 32, 40, (MAX_DEPTH - 2) / 4] {
+        let text = encode(&tree(levels));
+        assert_eq!(super::nesting(text.as_bytes()), 4 * levels + 2);
+        assert_eq!(from_slice::<Tree>(text.as_bytes()).unwrap(), tree(levels));
+    }
+    // Deep without a `$` (serde_json's own text) reads too.
+    let deep = (0..200).fold(serde_json::json!(1), |v, _| serde_json::json!([v]));
+    let text = encode(&deep);
+    assert_eq!(
+        from_slice::<serde_json::Value>(text.as_bytes()).unwrap(),
+        deep
+    );
+}
+
+#[test]
+fn values_too_deep_to_read_back_are_refused_before_they_are_written() {
+    let mut out = Vec::new();
+    let err = to_writer(&mut out, &tree(MAX_DEPTH / 4)).unwrap_err();
+    assert!(
+        matches!(err, super::EncodeError::TooDeep(d) if d == MAX_DEPTH + 2),
+        "{err:?}"
+    );
+    assert!(out.is_empty(), "nothing is written");
+}
+
+#[test]
+fn records_deeper_than_the_limit_are_errors_not_overflows() {
+    for open in ["[", "{\"$some\":"] {
+        let text = open.repeat(1_000_000);
+        let err = from_slice::<serde_json::Value>(text.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("levels deep"), "{err}");
+    }
+    // Brackets inside strings are not nesting.
+    let text = format!("[{:?}]", "[[{{".repeat(200));
+    assert_eq!(super::nesting(text.as_bytes()), 1);
+    let quoted = r#"["\"[", "\\"]"#;
+    assert_eq!(super::nesting(quoted.as_bytes()), 1);
+}
+
+/// The deepest record reads in half of a tokio worker's 2 MiB stack, in
+/// the build the tests run (debug: the largest frames).
+#[test]
+fn the_deepest_record_reads_on_a_worker_stack() {
+    let levels = (MAX_DEPTH - 2) / 4;
+    let text = encode(&tree(levels));
+    let read = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(move || from_slice::<Tree>(text.as_bytes()).map(|t| t == tree(levels)))
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+    assert!(read.unwrap());
+    let values = (0..MAX_DEPTH - 1).fold(serde_json::json!({"$some": 1}), |v, _| {
+        serde_json::json!([v])
+    });
+    let text = encode(&values);
+    assert_eq!(super::nesting(text.as_bytes()), MAX_DEPTH);
+    let read = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(move || from_slice::<serde_json::Value>(text.as_bytes()).map(|v| v == values))
+        .unwrap()
+        .join()
+        .expect("no stack overflow");
+    assert!(read.unwrap());
+}
+
+#[test]
+fn every_nan_keeps_its_sign_and_bits() {
+    let payload = f64::from_bits(0x7ff0_0000_0000_0001);
+    for (x, json) in [
+        (f64::NAN, r#"{"$f64":"NaN"}"#),
+        (-f64::NAN, r#"{"$f64":"-NaN"}"#),
+        (payload, r#"{"$f64":"NaN:7ff0000000000001"}"#),
+        (-payload, r#"{"$f64":"NaN:fff0000000000001"}"#),
+    ] {
+        assert_eq!(encode(&x), json);
+        let back: f64 = from_slice(json.as_bytes()).unwrap();
+        assert_eq!(back.to_bits(), x.to_bits(), "{json}");
+    }
+    let payload = f32::from_bits(0x7fc0_0001);
+    for (x, json) in [
+        (f32::NAN, r#"{"$f32":"NaN"}"#),
+        (-f32::NAN, r#"{"$f32":"-NaN"}"#),
+        (-payload, r#"{"$f32":"NaN:ffc00001"}"#),
+    ] {
+        assert_eq!(encode(&x), json);
+        let back: f32 = from_slice(json.as_bytes()).unwrap();
+        assert_eq!(back.to_bits(), x.to_bits(), "{json}");
+    }
+    // Through `deserialize_any` (an untagged enum) as well.
+    #[derive(Debug, Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Reading {
+        Value(f64),
+    }
+    let Reading::Value(back) = from_slice(encode(&Reading::Value(-f64::NAN)).as_bytes()).unwrap();
+    assert_eq!(back.to_bits(), (-f64::NAN).to_bits());
+    // Not a NaN's bits, or not a float's width: refused, never misread.
+    for bad in [
+        r#"{"$f64":"NaN:3ff0000000000000"}"#,
+        r#"{"$f64":"NaN:zz"}"#,
+        r#"{"$f32":"NaN:7ff0000000000001"}"#,
+    ] {
+        assert!(from_slice::<f64>(bad.as_bytes()).is_err(), "{bad}");
+    }
 }

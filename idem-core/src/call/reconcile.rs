@@ -1,0 +1,281 @@
+//! Reconcile: what a call that takes over a vanished holder's claim asks
+//! before it runs the body again (SPEC §13).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::{Serialize, de::DeserializeOwned};
+
+use super::{Call, Reported};
+use crate::{Error, ErrorPolicy, Store};
+
+/// A call's reconcile: asked, instead of the body, when the call takes
+/// over the claim of a holder that vanished (its lease ran out before it
+/// stored a result), to learn whether that holder's effect happened.
+/// Implemented by every `FnOnce() -> impl Future<Output = Result<Option<T>,
+/// E>>`, and by [`NoReconcile`].
+pub trait Reconcile<T, E> {
+    /// The future the reconcile answers with.
+    type Future: Future<Output = Result<Option<T>, E>>;
+
+    /// Whether a reconcile was set ([`NoReconcile`] says no).
+    fn is_set(&self) -> bool;
+
+    /// Starts the reconcile.
+    fn start(self) -> Self::Future;
+}
+
+/// No reconcile: a takeover runs the body again.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoReconcile;
+
+impl<T, E> Reconcile<T, E> for NoReconcile {
+    type Future = std::future::Ready<Result<Option<T>, E>>;
+
+    fn is_set(&self) -> bool {
+        false
+    }
+
+    fn start(self) -> Self::Future {
+        std::future::ready(Ok(None))
+    }
+}
+
+impl<T, E, F, Fut> Reconcile<T, E> for F
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Option<T>, E>>,
+{
+    type Future = Fut;
+
+    fn is_set(&self) -> bool {
+        true
+    }
+
+    fn start(self) -> Fut {
+        self()
+    }
+}
+
+/// A call with a reconcile: made by [`Call::reconcile`], run like a
+/// [`Call`]. Set the call's other options before `reconcile`.
+#[must_use = "a call does nothing until `.run(…)` is awaited"]
+pub struct Reconciling<P, R> {
+    call: Call<P>,
+    reconcile: R,
+}
+
+impl<P> Call<P> {
+    /// What to ask, instead of running the body, when this call takes over
+    /// the claim of a holder that vanished (killed, partitioned, its lease
+    /// lost) before it stored a result: the holder may or may not have had
+    /// its effect. `Ok(Some(v))` says it did: `v` is stored and returned as
+    /// if the body ran, and the body does not run. `Ok(None)` runs the
+    /// body. `Err` is the body's error would be: the error policy stores
+    /// or releases it. A call that is not such a takeover (a fresh key, a
+    /// released claim, an expired record) never reconciles.
+    ///
+    /// The reconcile runs under the call's claim and context, its lease
+    /// renewed: [`child_key`](crate::child_key) gives the key the vanished
+    /// holder sent downstream, so the reconcile can ask the downstream
+    /// whether it knows that key. It runs before the body: steps
+    /// ([`idem::step`](crate::step)) the holder finished replay as usual
+    /// when the body runs after `Ok(None)`, and a step the holder was
+    /// interrupted in runs again, so a reconcile that can tell whether that
+    /// step's effect happened should answer for the whole call.
+    ///
+    /// A takeover counts in `idem_takeovers_total`; a call answered by its
+    /// reconcile in `idem_reconciled_total`, and its span has
+    /// `reconciled = true` (`false` when the reconcile answered `None`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// /// Asks the provider whether it booked a charge under `reference`.
+    /// async fn booked(reference: Option<String>) -> Option<String> {
+    ///     # let _ = reference;
+    ///     None
+    /// }
+    /// let out: Result<String, idem::Error> = idem
+    ///     .call("payments", "order-1")
+    ///     .reconcile(|| async { Ok(booked(idem::child_key("charge")).await) })
+    ///     .run(|| async { Ok(format!("charge {:?}", idem::child_key("charge"))) })
+    ///     .await;
+    /// assert!(out.unwrap().starts_with("charge "));
+    /// # }
+    /// ```
+    pub fn reconcile<R>(self, reconcile: R) -> Reconciling<P, R> {
+        Reconciling {
+            call: self,
+            reconcile,
+        }
+    }
+}
+
+impl<P, R> Reconciling<P, R> {
+    /// As [`Call::run`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let out: Result<u8, idem::Error> = idem
+    ///     .call("demo", "k")
+    ///     .reconcile(|| async { Ok(Some(2)) })
+    ///     .run(|| async { Ok(1) })
+    ///     .await;
+    /// assert_eq!(out.unwrap(), 1, "not a takeover: the body runs");
+    /// # }
+    /// ```
+    pub async fn run<T, E, F, Fut>(self, body: F) -> Result<T, E>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run_reported(body).await.result
+    }
+
+    /// As [`Call::run_reported`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let out = idem
+    ///     .call("demo", "k")
+    ///     .reconcile(|| async { Ok(Some(2u8)) })
+    ///     .run_reported(|| async { Ok::<_, idem::Error>(1) })
+    ///     .await;
+    /// assert!(!out.replayed);
+    /// # }
+    /// ```
+    pub async fn run_reported<T, E, F, Fut>(self, body: F) -> Reported<Result<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let Reconciling { call, reconcile } = self;
+        call.execute_reconciled(reconcile, body)
+            .await
+            .converted(E::from)
+    }
+
+    /// As [`Call::run_on`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let borrowed = idem::MemoryStore::new();
+    /// let out: Result<u8, idem::Error> = idem
+    ///     .call("demo", "k")
+    ///     .reconcile(|| async { Ok(None) })
+    ///     .run_on(&borrowed, || async { Ok(1) })
+    ///     .await;
+    /// assert_eq!(out.unwrap(), 1);
+    /// # }
+    /// ```
+    pub async fn run_on<S, T, E, F, Fut>(self, store: &S, body: F) -> Result<T, E>
+    where
+        S: Store + ?Sized,
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let Reconciling { call, reconcile } = self;
+        let ran = call.execute_on_reconciled(store, reconcile, body).await;
+        ran.converted(E::from).result
+    }
+}
+
+/// A takeover the reconcile is asked about: made by the protocol only
+/// when a call with a reconcile takes over a vanished holder's claim, and
+/// told whether the reconcile answered with a value.
+#[doc(hidden)]
+pub struct Takeover(Arc<AtomicBool>);
+
+impl Takeover {
+    /// Awaits the reconcile, noting whether it answered with a value.
+    pub async fn ask<T, E>(
+        &self,
+        reconcile: impl Future<Output = Result<Option<T>, E>>,
+    ) -> Result<Option<T>, E> {
+        let answer = reconcile.await;
+        if let Ok(Some(_)) = answer {
+            self.0.store(true, Ordering::Relaxed);
+        } else if let Ok(None) = answer {
+            tracing::debug!("idem: reconcile found no effect; running the body");
+        }
+        answer
+    }
+}
+
+/// What a won claim runs: the body, asked first to reconcile on a
+/// takeover when it can.
+pub(crate) trait Run<T, E> {
+    /// Whether a takeover is reconciled.
+    fn reconciles(&self) -> bool;
+    /// Runs; `takeover` is given only on a takeover, when `reconciles`.
+    fn start(self, takeover: Option<Takeover>) -> impl Future<Output = Result<T, E>>;
+}
+
+/// The builder's body and reconcile.
+pub(crate) struct WithReconcile<R, F> {
+    pub(crate) reconcile: R,
+    pub(crate) body: F,
+}
+
+impl<T, E, R, F, Fut> Run<T, E> for WithReconcile<R, F>
+where
+    R: Reconcile<T, E>,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    fn reconciles(&self) -> bool {
+        self.reconcile.is_set()
+    }
+
+    async fn start(self, takeover: Option<Takeover>) -> Result<T, E> {
+        if let Some(takeover) = takeover
+            && let Some(value) = takeover.ask(self.reconcile.start()).await?
+        {
+            return Ok(value);
+        }
+        (self.body)().await
+    }
+}
+
+/// The attribute's body, which reconciles itself when handed a
+/// [`Takeover`].
+pub(crate) struct SelfReconciling<F>(pub(crate) F);
+
+impl<T, E, F, Fut> Run<T, E> for SelfReconciling<F>
+where
+    F: FnOnce(Option<Takeover>) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    fn reconciles(&self) -> bool {
+        true
+    }
+
+    fn start(self, takeover: Option<Takeover>) -> impl Future<Output = Result<T, E>> {
+        (self.0)(takeover)
+    }
+}
+
+/// The takeover handed to a body that reconciles, and the flag it sets.
+pub(super) fn takeover(asked: bool) -> (Option<Takeover>, Option<Arc<AtomicBool>>) {
+    if !asked {
+        return (None, None);
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    (Some(Takeover(Arc::clone(&flag))), Some(flag))
+}

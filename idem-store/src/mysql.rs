@@ -1,0 +1,389 @@
+//! Records in MySQL or MariaDB ([`MySqlStore`]): one statement, one round
+//! trip per step, expiry by the server's clock.
+
+mod admin;
+mod builder;
+mod conns;
+mod exec;
+mod migrate;
+mod rows;
+mod statements;
+mod steps;
+mod tx;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::admin::Purged;
+use idem_core::key::RecordKey;
+use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
+use idem_core::{Store, StoreError};
+use sqlx::mysql::{MySqlPool, MySqlRow};
+
+use conns::Conns;
+use exec::Affected;
+use statements::{BACKEND, ClaimBytes, Completion, Sql};
+
+pub use builder::MySqlStoreBuilder;
+pub use tx::InTransaction;
+
+/// Connections [`MySqlStore::connect`] opens at most, unless set.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+/// How long a step waits for a free connection (or for a new one to
+/// open) before failing with `Error::Store`, unless set.
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a step waits for the server's answer by default: 5 seconds.
+/// A stalled server (paused, partitioned, overloaded) fails callers within
+/// this bound instead of hanging them; a claim waiting on a row locked by
+/// another caller's open transaction waits within it too.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The name of the records table, unless set.
+pub const DEFAULT_TABLE: &str = "idem_records";
+/// How many rows one statement of [`MySqlStore::purge_expired`] deletes.
+pub const DEFAULT_PURGE_BATCH: u32 = 5_000;
+
+/// Records in MySQL (8.0 and later) or MariaDB (10.6 and later): for
+/// several replicas that share a database, with records that survive
+/// restarts.
+///
+/// Each step (claim, complete, release, renew, save a step) is **one
+/// statement**, sent in one round trip; a replayed duplicate is the claim
+/// alone. The claim is a stored procedure (`<table>_claim`, made by
+/// [`migrate`](MySqlStore::migrate)) answering one result set: a plain
+/// read first, so a replay costs an index lookup; otherwise, in a
+/// transaction of its own, `INSERT … ON DUPLICATE KEY UPDATE` that inserts
+/// the claim or locks the one row holding the key (no gap lock, so two
+/// claimers of a new key do not deadlock on a gap as `SELECT … FOR UPDATE`
+/// first would under REPEATABLE READ), then the row read under that lock
+/// and taken over only if expired. InnoDB can still pick one of several
+/// claimers of a new key as a deadlock victim; the procedure claims again
+/// in the same call. Completion, release and renewal are single
+/// `UPDATE`/`DELETE` statements fenced by the claim's token.
+///
+/// Lease and TTL expiry are judged by the server's clock,
+/// `UTC_TIMESTAMP(6)`, in `DATETIME(6)` columns: the session's
+/// `time_zone` plays no part. Keys, tokens and fingerprints are
+/// `BINARY`, records `LONGBLOB`. Run [`migrate`](MySqlStore::migrate) once
+/// at start-up (it is idempotent and versioned), and
+/// [`purge_expired`](MySqlStore::purge_expired) now and then.
+///
+/// **Connections.** [`connect`](MySqlStore::connect) keeps its own
+/// dedicated connections and reuses them *without* a health check, so every
+/// step is exactly one network turn. A sqlx `MySqlPool` pings each
+/// connection when it returns to the pool (and, unless
+/// `test_before_acquire(false)`, before handing it out): through
+/// [`from_pool`](MySqlStore::from_pool) a step costs the caller one turn
+/// of latency plus one or two pings. Without the ping, a connection that
+/// died while idle is found out by the statement itself: the store then
+/// drops every idle connection and sends the step once more on a new one
+/// (each step is written to be safe to send twice); a server that is down
+/// is `Error::Store`, and the body does not run.
+///
+/// **Transactions.** [`in_transaction`](MySqlStore::in_transaction) runs
+/// a call inside the caller's `sqlx::Transaction<MySql>`: the claim, the
+/// body's own writes and the completed record commit or roll back
+/// together.
+///
+/// **MySQL and MariaDB.** The statements keep to what both servers
+/// accept, so one migration serves both: no `RETURNING` (MariaDB only;
+/// the claim's answer comes from the procedure's `SELECT`), no
+/// `INSERT … AS new` row alias (MySQL 8.0.19+ only) and no `VALUES()` in
+/// `ON DUPLICATE KEY UPDATE` (deprecated in MySQL 8.0.20; values are bound
+/// twice instead), no `CREATE OR REPLACE PROCEDURE` (MariaDB only; `DROP
+/// PROCEDURE IF EXISTS` first), `LOCK IN SHARE MODE` rather than MySQL 8's
+/// `FOR SHARE`, `DELETE … ORDER BY … LIMIT` rather than `SKIP LOCKED`
+/// (MySQL 8.0.1+, MariaDB 10.6+). Tested on MariaDB 10.11. On MySQL with
+/// binary logging on, creating the procedure needs the `CREATE ROUTINE`
+/// privilege and, unless the user has `SUPER` (or
+/// `SET_USER_ID`/`SYSTEM_USER`), `log_bin_trust_function_creators = 1`;
+/// `migrate` reports the server's error as `Error::Store` otherwise. On
+/// Vitess/PlanetScale stored procedures are not available: this store
+/// does not run there.
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use idem::Idempotency;
+/// use idem::MySqlStore;
+///
+/// let store = MySqlStore::connect("mysql://app@db.internal/app").await?;
+/// store.migrate().await?;
+/// let idem = Idempotency::new(store.clone());
+/// let receipt: Result<String, idem::Error> = idem
+///     .call("payments", "order-1")
+///     .run(|| async { Ok("charged".to_owned()) })
+///     .await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MySqlStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    sql: Sql,
+    conns: Source,
+    purge_batch: u32,
+    response_timeout: Duration,
+}
+
+enum Source {
+    Own(Box<Conns>),
+    Pool(MySqlPool),
+}
+
+impl std::fmt::Debug for MySqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MySqlStore")
+            .field("table", &self.inner.sql.table)
+            .field(
+                "connections",
+                &match self.inner.conns {
+                    Source::Own(_) => "own",
+                    Source::Pool(_) => "sqlx pool",
+                },
+            )
+            .finish()
+    }
+}
+
+impl MySqlStore {
+    /// Connects to `url` with default settings (table `idem_records` in the
+    /// URL's database, up to 10 connections of the store's own).
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::MySqlStore::connect("mysql://app@localhost/app").await?;
+    /// store.migrate().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::builder().connect(url).await
+    }
+
+    /// A store on the caller's sqlx pool, table `idem_records`. Every step
+    /// pays the pool's pings (see [`MySqlStore`]).
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use sqlx::mysql::MySqlPoolOptions;
+    /// let pool = MySqlPoolOptions::new()
+    ///     // The release ping stays; this removes the one before each step.
+    ///     .test_before_acquire(false)
+    ///     .connect("mysql://app@localhost/app")
+    ///     .await?;
+    /// let store = idem::MySqlStore::from_pool(pool);
+    /// store.migrate().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_pool(pool: MySqlPool) -> Self {
+        Self::builder()
+            .from_pool(pool)
+            .expect("the default names are valid")
+    }
+
+    /// Settings beyond the defaults: database, table, connections.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::MySqlStore::builder()
+    ///     .table("checkout_idempotency")
+    ///     .connect("mysql://app@localhost/app")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder() -> MySqlStoreBuilder {
+        MySqlStoreBuilder::default()
+    }
+
+    /// The quoted records table, e.g. `` `idem_records` `` (or
+    /// `` `db`.`idem_records` `` with a [database](MySqlStoreBuilder::database)),
+    /// for your own queries and dashboards.
+    ///
+    /// ```no_run
+    /// # async fn f(store: idem::MySqlStore) {
+    /// let sql = format!("SELECT COUNT(*) FROM {}", store.table());
+    /// # }
+    /// ```
+    pub fn table(&self) -> &str {
+        &self.inner.sql.table
+    }
+
+    /// Creates or upgrades the tables, indexes and claim procedure.
+    /// Versioned (in `<table>_migrations`), so running it again, or from
+    /// several replicas at once, is harmless: a named lock (`GET_LOCK`)
+    /// makes concurrent runs take turns.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+    /// let store = idem::MySqlStore::connect("mysql://app@localhost/app").await?;
+    /// store.migrate().await?;
+    /// store.migrate().await?; // nothing left to do
+    /// # Ok(()) }
+    /// ```
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let err = |err| StoreError::new(BACKEND, err);
+        match &self.inner.conns {
+            Source::Own(conns) => {
+                let mut conn = conns.connect().await?;
+                migrate::run(&self.inner.sql, &mut conn)
+                    .await
+                    .map_err(err)?;
+                let _ = sqlx::Connection::close(conn).await;
+                Ok(())
+            }
+            Source::Pool(pool) => {
+                let mut conn = pool.acquire().await.map_err(err)?;
+                migrate::run(&self.inner.sql, &mut conn).await.map_err(err)
+            }
+        }
+    }
+
+    /// Deletes expired records, claims and steps, oldest first, in
+    /// statements of at most [`purge_batch`](MySqlStoreBuilder::purge_batch)
+    /// rows, and returns how many it deleted. Expired rows are already
+    /// ignored by every step; this only reclaims space. Run it every few
+    /// minutes from one place, e.g. a tokio task:
+    ///
+    /// ```no_run
+    /// # async fn f(store: idem::MySqlStore) {
+    /// tokio::spawn(async move {
+    ///     let mut every = tokio::time::interval(std::time::Duration::from_secs(300));
+    ///     loop {
+    ///         every.tick().await;
+    ///         match store.purge_expired().await {
+    ///             Ok(n) => tracing::debug!(n, "idem: purged expired records"),
+    ///             Err(err) => tracing::warn!(%err, "idem: purge failed"),
+    ///         }
+    ///     }
+    /// });
+    /// # }
+    /// ```
+    pub async fn purge_expired(&self) -> Result<u64, StoreError> {
+        let purged = self.purge_counted().await?;
+        Ok(purged.records + purged.steps)
+    }
+
+    /// Purges as [`purge_expired`](Self::purge_expired) does, counting
+    /// records and steps apart.
+    async fn purge_counted(&self) -> Result<Purged, StoreError> {
+        let batch = i64::from(self.inner.purge_batch);
+        let sql = &self.inner.sql;
+        let mut purged = Purged::default();
+        for (statement, count) in [
+            (&sql.purge, &mut purged.records),
+            (&sql.steps.purge, &mut purged.steps),
+        ] {
+            loop {
+                let Affected(n) = self.send(|_| sqlx::query(statement).bind(batch)).await?;
+                *count += n;
+                if n < batch as u64 {
+                    break;
+                }
+            }
+        }
+        Ok(purged)
+    }
+
+    /// Closes the store's idle connections (or the caller's pool, for a
+    /// store made with `from_pool`). Steps after this open new ones.
+    ///
+    /// ```no_run
+    /// # async fn f(store: idem::MySqlStore) {
+    /// store.close().await;
+    /// # }
+    /// ```
+    pub async fn close(&self) {
+        match &self.inner.conns {
+            Source::Own(conns) => conns.close().await,
+            Source::Pool(pool) => pool.close().await,
+        }
+    }
+}
+
+#[async_trait]
+impl Store for MySqlStore {
+    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        let sql = &self.inner.sql;
+        let bytes = ClaimBytes::from(claim);
+        // The procedure answers Won again for our own token, so sending it
+        // twice is safe.
+        let rows: Vec<MySqlRow> = self
+            .send(|_| sql.claim_query(key.as_bytes(), &bytes, true))
+            .await?;
+        rows::claim_outcome(&rows)
+    }
+
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let sql = &self.inner.sql;
+        let token = token.to_bytes();
+        let changed = self
+            .send(|again| {
+                let how = if again {
+                    Completion::Again
+                } else {
+                    Completion::Held
+                };
+                sql.complete_query(how, key.as_bytes(), &token, record, ttl)
+            })
+            .await?;
+        self.fence(changed, key).await
+    }
+
+    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
+        let sql = &self.inner.sql;
+        let token = token.to_bytes();
+        let changed = self
+            .send(|_| sql.release_query(&sql.release, key.as_bytes(), &token))
+            .await?;
+        self.fence(changed, key).await
+    }
+
+    async fn renew(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        lease: Duration,
+    ) -> Result<Fence, StoreError> {
+        let sql = &self.inner.sql;
+        let token = token.to_bytes();
+        let changed = self
+            .send(|_| sql.renew_query(key.as_bytes(), &token, lease))
+            .await?;
+        self.fence(changed, key).await
+    }
+
+    async fn save_step(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        step: StepId,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let sql = &self.inner.sql.steps;
+        let token = token.to_bytes();
+        let step = step.as_bytes();
+        // Sent again after a lost connection: the first save may have
+        // landed, and saving the same value again changes nothing.
+        let changed = self
+            .send(|_| sql.save_query(key.as_bytes(), &token, &step[..], value, ttl))
+            .await?;
+        self.fence(changed, key).await
+    }
+
+    fn records_steps(&self) -> bool {
+        true
+    }
+
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        let sql = &self.inner.sql;
+        let _: Affected = self.send(|_| sql.forget_query(key.as_bytes())).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,214 @@
+//! The settings of a `MySqlStore` and the ways to connect it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::StoreError;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
+
+use super::conns::{self, Conns};
+use super::statements::{BACKEND, Sql};
+use super::{
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_PURGE_BATCH,
+    DEFAULT_RESPONSE_TIMEOUT, DEFAULT_TABLE, Inner, MySqlStore, Source,
+};
+
+/// Settings of a [`MySqlStore`]: where the records live and how many
+/// connections to keep. Made by [`MySqlStore::builder`].
+///
+/// ```no_run
+/// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
+/// let store = idem::MySqlStore::builder()
+///     .table("payment_idempotency")
+///     .max_connections(20)
+///     .connect("mysql://app@db.internal/billing")
+///     .await?;
+/// store.migrate().await?; // creates billing.payment_idempotency
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct MySqlStoreBuilder {
+    database: Option<String>,
+    table: String,
+    max_connections: u32,
+    acquire_timeout: Duration,
+    response_timeout: Duration,
+    purge_batch: u32,
+}
+
+impl Default for MySqlStoreBuilder {
+    fn default() -> Self {
+        MySqlStoreBuilder {
+            database: None,
+            table: DEFAULT_TABLE.to_owned(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            purge_batch: DEFAULT_PURGE_BATCH,
+        }
+    }
+}
+
+impl MySqlStoreBuilder {
+    /// The database (MySQL's schema) of the records table; by default the
+    /// connection's own, the one named in the URL. It must exist. ASCII
+    /// letters, digits and `_`.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::MySqlStore::builder().database("idem");
+    /// # Ok(()) }
+    /// ```
+    pub fn database(mut self, database: impl Into<String>) -> Self {
+        self.database = Some(database.into());
+        self
+    }
+
+    /// The records table (default `idem_records`). `migrate` also creates
+    /// `<table>_steps`, `<table>_migrations` and the procedure
+    /// `<table>_claim` beside it. ASCII letters, digits and `_`, at most
+    /// 53 bytes.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::MySqlStore::builder().table("checkout_idem");
+    /// # Ok(()) }
+    /// ```
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = table.into();
+        self
+    }
+
+    /// How many connections [`connect`](Self::connect) opens at most
+    /// (default 10). Ignored by [`from_pool`](Self::from_pool), whose pool
+    /// has its own limit.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::MySqlStore::builder().max_connections(32);
+    /// # Ok(()) }
+    /// ```
+    pub fn max_connections(mut self, max: u32) -> Self {
+        self.max_connections = max;
+        self
+    }
+
+    /// How long a step waits for a connection before `Error::Store`
+    /// (default 5 s).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::MySqlStore::builder()
+    ///     .acquire_timeout(std::time::Duration::from_secs(1));
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// How long a step (claim, complete, release, renew, save a step)
+    /// waits for the server's answer before `Error::Store`. Default:
+    /// [`DEFAULT_RESPONSE_TIMEOUT`](super::DEFAULT_RESPONSE_TIMEOUT) (5 s).
+    /// The connection is closed after a timeout; whether the step took
+    /// effect is unknown (a claim then ends with its lease; a completion
+    /// that did land is replayed).
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let store = idem::MySqlStore::builder()
+    ///     .response_timeout(std::time::Duration::from_secs(2))
+    ///     .connect("mysql://app@db.internal/app")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How many rows one statement of
+    /// [`purge_expired`](MySqlStore::purge_expired) deletes (default
+    /// 5,000): small batches keep locks and binlog events short.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let builder = idem::MySqlStore::builder().purge_batch(1_000);
+    /// # Ok(()) }
+    /// ```
+    pub fn purge_batch(mut self, rows: u32) -> Self {
+        self.purge_batch = rows.max(1);
+        self
+    }
+
+    /// Connects to `url` with connections of the store's own (see
+    /// [`MySqlStore`] for why), opening one at once so that a wrong URL
+    /// fails here.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let store = idem::MySqlStore::builder()
+    ///     .connect("mysql://app@localhost/app")
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(self, url: &str) -> Result<MySqlStore, StoreError> {
+        let options: MySqlConnectOptions =
+            url.parse().map_err(|err| StoreError::new(BACKEND, err))?;
+        self.connect_with(options).await
+    }
+
+    /// As [`connect`](Self::connect), with sqlx's connect options.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let options = sqlx::mysql::MySqlConnectOptions::new()
+    ///     .host("db.internal")
+    ///     .username("app")
+    ///     .database("app");
+    /// let store = idem::MySqlStore::builder().connect_with(options).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_with(
+        self,
+        options: MySqlConnectOptions,
+    ) -> Result<MySqlStore, StoreError> {
+        let sql = Sql::new(self.database.as_deref(), &self.table)?;
+        let conns = Conns::new(
+            options,
+            self.max_connections,
+            self.acquire_timeout,
+            conns::NAMES,
+        );
+        conns.acquire().await?.keep();
+        Ok(self.build(sql, Source::Own(Box::new(conns))))
+    }
+
+    /// A store on the caller's sqlx pool. Each step is still one statement,
+    /// but the pool pings connections (see [`MySqlStore`]); prefer
+    /// [`connect`](Self::connect) where round trips matter, or build the
+    /// pool with `test_before_acquire(false)`.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), idem::StoreError> {
+    /// let pool = sqlx::MySqlPool::connect_lazy("mysql://app@localhost/app")
+    ///     .map_err(|err| idem::StoreError::new("mysql", err))?;
+    /// let store = idem::MySqlStore::builder().table("idem").from_pool(pool)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn from_pool(self, pool: MySqlPool) -> Result<MySqlStore, StoreError> {
+        let sql = Sql::new(self.database.as_deref(), &self.table)?;
+        Ok(self.build(sql, Source::Pool(pool)))
+    }
+
+    fn build(self, sql: Sql, conns: Source) -> MySqlStore {
+        MySqlStore {
+            inner: Arc::new(Inner {
+                sql,
+                conns,
+                purge_batch: self.purge_batch,
+                response_timeout: self.response_timeout,
+            }),
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! The connections `MySqlStore::connect` keeps (dedicated
+//! `MySqlConnection`s reused without a health check, see `crate::conns`),
+//! and which failures mean the connection itself is gone.
+
+use sqlx::mysql::{MySqlConnection, MySqlDatabaseError};
+
+pub(super) type Conns = crate::conns::Conns<MySqlConnection>;
+
+/// The names `Conns` gives MySQL in its errors.
+pub(super) const NAMES: (&str, &str) = ("mysql", "MySQL");
+
+/// Whether `err` says the connection itself is gone (rather than the
+/// statement failing), so that sending the step again on a new connection
+/// may succeed.
+pub(super) fn lost_connection(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => {
+            // SQLSTATE 08: connection exception. 1053 server shutdown,
+            // 1927 connection killed (MariaDB), 4031 idle session closed
+            // by the server (MySQL 8).
+            db.code().is_some_and(|code| code.starts_with("08"))
+                || db
+                    .try_downcast_ref::<MySqlDatabaseError>()
+                    .is_some_and(|db| matches!(db.number(), 1053 | 1927 | 4031))
+        }
+        _ => false,
+    }
+}

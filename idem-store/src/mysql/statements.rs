@@ -1,0 +1,277 @@
+//! The statements of `MySqlStore`, rendered once per table, and the
+//! queries that bind their parameters.
+//!
+//! Expiry is judged by the server: `UTC_TIMESTAMP(6)` is the start of the
+//! current statement (inside the claim procedure, of each of its
+//! statements), in UTC whatever the session's `time_zone`, and the times
+//! are `DATETIME(6)` columns, which neither convert nor end in 2038. Every
+//! value is bound (`?`); MySQL numbers parameters by position, so a value
+//! used twice is bound twice.
+
+use std::time::Duration;
+
+use idem_core::StoreError;
+use idem_core::store::Claim;
+use sqlx::MySql;
+use sqlx::mysql::MySqlArguments;
+use sqlx::query::Query;
+
+impl super::MySqlStore {
+    /// The statements of this store's table, for the transactional mode.
+    pub(super) fn statements(&self) -> &Sql {
+        &self.inner.sql
+    }
+}
+
+/// The backend's name in a `StoreError`.
+pub(super) const BACKEND: &str = "mysql";
+
+/// A statement with its parameters bound.
+pub(super) type MyQuery<'q> = Query<'q, MySql, MySqlArguments>;
+
+/// Claim outcomes as the claim procedure reports them.
+pub(super) const WON: i32 = 0;
+pub(super) const TOOK_OVER: i32 = 1;
+pub(super) const IN_PROGRESS: i32 = 2;
+pub(super) const COMPLETED: i32 = 3;
+
+/// The server's clock, in UTC.
+pub(super) const NOW: &str = "UTC_TIMESTAMP(6)";
+
+/// Where the records live and the statements that use them.
+#[derive(Debug)]
+pub(super) struct Sql {
+    /// `` `table` ``, or `` `database`.`table` ``.
+    pub table: String,
+    /// The quoted names of the migrations table, the claim procedure and
+    /// the two indexes, and the bare table name for the migration's lock.
+    pub versions: String,
+    pub procedure: String,
+    pub index: String,
+    pub steps_index: String,
+    pub lock_name: String,
+    pub claim: String,
+    pub complete: String,
+    pub complete_again: String,
+    pub release: String,
+    pub renew: String,
+    /// Complete and release in transactional mode: the row is locked by
+    /// the caller's transaction, so the token alone fences.
+    pub complete_locked: String,
+    pub release_locked: String,
+    pub purge: String,
+    /// Whether anyone holds or completed a key: asked only after a fenced
+    /// step found no claim of ours, to tell a takeover from an expiry.
+    pub live: String,
+    pub steps: super::steps::StepsSql,
+    /// Deletes the record under a key and its steps, whoever holds it.
+    pub forget: String,
+}
+
+/// The fence shared by complete, release and renew: the row is our
+/// unexpired claim. Binds the key, then the token.
+const HELD: &str = "`key` = ? AND token = ? AND record IS NULL AND expires_at > UTC_TIMESTAMP(6)";
+
+impl Sql {
+    pub(super) fn new(database: Option<&str>, table: &str) -> Result<Self, StoreError> {
+        if let Some(database) = database {
+            check_identifier("database", database, 64)?;
+        }
+        // Room for the suffixes of the procedure, indexes and tables.
+        check_identifier("table", table, 64 - "_migrations".len())?;
+        let name = |suffix: &str| match database {
+            Some(db) => format!("`{db}`.`{table}{suffix}`"),
+            None => format!("`{table}{suffix}`"),
+        };
+        let t = name("");
+        let steps = super::steps::StepsSql::new(&name("_steps"), &t);
+        Ok(Sql {
+            versions: name("_migrations"),
+            procedure: name("_claim"),
+            index: format!("`{table}_expires_at`"),
+            steps_index: format!("`{table}_steps_exp`"),
+            lock_name: format!("idem migrate {}.{table}", database.unwrap_or("")),
+            claim: format!("CALL {}(?, ?, ?, ?, ?, ?)", name("_claim")),
+            complete: format!(
+                "UPDATE {t} SET record = ?, expires_at = {NOW} + INTERVAL ? MICROSECOND WHERE {HELD}"
+            ),
+            // Sent again after a lost connection: the first one may have
+            // landed, and then the row holds our token and these bytes.
+            complete_again: format!(
+                "UPDATE {t} SET record = ?, expires_at = {NOW} + INTERVAL ? MICROSECOND \
+                 WHERE `key` = ? AND token = ? AND (record IS NULL AND expires_at > {NOW} OR record = ?)"
+            ),
+            release: format!("DELETE FROM {t} WHERE {HELD}"),
+            complete_locked: format!(
+                "UPDATE {t} SET record = ?, expires_at = {NOW} + INTERVAL ? MICROSECOND \
+                 WHERE `key` = ? AND token = ? AND record IS NULL"
+            ),
+            release_locked: format!(
+                "DELETE FROM {t} WHERE `key` = ? AND token = ? AND record IS NULL"
+            ),
+            renew: format!(
+                "UPDATE {t} SET expires_at = {NOW} + INTERVAL ? MICROSECOND WHERE {HELD}"
+            ),
+            live: format!("SELECT COUNT(*) FROM {t} WHERE `key` = ? AND expires_at > {NOW}"),
+            purge: format!("DELETE FROM {t} WHERE expires_at <= {NOW} ORDER BY expires_at LIMIT ?"),
+            // The call's steps go with it: a forgotten call must not resume.
+            forget: format!(
+                "DELETE r, s FROM (SELECT ? AS k) AS x LEFT JOIN {t} AS r ON r.`key` = x.k \
+                 LEFT JOIN {} AS s ON s.`call` = x.k",
+                steps.table
+            ),
+            steps,
+            table: t,
+        })
+    }
+}
+
+impl Sql {
+    /// A failed statement as a store error; a missing table or procedure
+    /// (errors 1146, 1305) says to run the migration.
+    pub(super) fn store_error(&self, err: sqlx::Error) -> StoreError {
+        let number = err
+            .as_database_error()
+            .and_then(|db| db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+            .map(|db| db.number());
+        if matches!(number, Some(1146 | 1305)) {
+            return StoreError::new(
+                BACKEND,
+                format!(
+                    "{err}: the table {} is not set up; call `MySqlStore::migrate()` once at startup (it is idempotent and safe to run from every replica)",
+                    self.table
+                ),
+            );
+        }
+        StoreError::new(BACKEND, err)
+    }
+}
+
+/// Names are quoted into SQL, so only plain identifiers are accepted.
+fn check_identifier(what: &str, name: &str, max: usize) -> Result<(), StoreError> {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain && name.len() <= max {
+        Ok(())
+    } else {
+        Err(StoreError::new(
+            BACKEND,
+            format!(
+                "invalid {what} name {name:?}: use ASCII letters, digits and '_', not starting with a digit, at most {max} bytes"
+            ),
+        ))
+    }
+}
+
+/// A duration as whole microseconds for the server, capped at 100 years
+/// (`DATETIME` ends in the year 9999).
+pub(super) fn micros(duration: Duration) -> i64 {
+    const CAP: u128 = 100 * 365 * 24 * 3600 * 1_000_000;
+    duration.as_micros().min(CAP) as i64
+}
+
+impl Sql {
+    /// The claim procedure's call; `own_tx` false inside the caller's
+    /// transaction.
+    pub(super) fn claim_query<'q>(
+        &'q self,
+        key: &'q [u8],
+        claim: &'q ClaimBytes,
+        own_tx: bool,
+    ) -> MyQuery<'q> {
+        sqlx::query(&self.claim)
+            .bind(key)
+            .bind(&claim.token[..])
+            .bind(&claim.fingerprint[..])
+            .bind(claim.lease_us)
+            .bind(claim.site)
+            .bind(own_tx)
+    }
+
+    pub(super) fn complete_query<'q>(
+        &'q self,
+        how: Completion,
+        key: &'q [u8],
+        token: &'q [u8],
+        record: &'q [u8],
+        ttl: Duration,
+    ) -> MyQuery<'q> {
+        let text = match how {
+            Completion::Held => &self.complete,
+            Completion::Again => &self.complete_again,
+            Completion::Locked => &self.complete_locked,
+        };
+        let query = sqlx::query(text)
+            .bind(record)
+            .bind(micros(ttl))
+            .bind(key)
+            .bind(token);
+        match how {
+            Completion::Again => query.bind(record),
+            Completion::Held | Completion::Locked => query,
+        }
+    }
+
+    pub(super) fn release_query<'q>(
+        &'q self,
+        text: &'q str,
+        key: &'q [u8],
+        token: &'q [u8],
+    ) -> MyQuery<'q> {
+        sqlx::query(text).bind(key).bind(token)
+    }
+
+    pub(super) fn live_query<'q>(&'q self, key: &'q [u8]) -> MyQuery<'q> {
+        sqlx::query(&self.live).bind(key)
+    }
+
+    pub(super) fn renew_query<'q>(
+        &'q self,
+        key: &'q [u8],
+        token: &'q [u8],
+        lease: Duration,
+    ) -> MyQuery<'q> {
+        sqlx::query(&self.renew)
+            .bind(micros(lease))
+            .bind(key)
+            .bind(token)
+    }
+
+    pub(super) fn forget_query<'q>(&'q self, key: &'q [u8]) -> MyQuery<'q> {
+        sqlx::query(&self.forget).bind(key)
+    }
+}
+
+/// Which completion statement to send.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Completion {
+    /// Fenced by our token and the lease.
+    Held,
+    /// Sent a second time after a lost connection: also accepts the row
+    /// the first one may have written.
+    Again,
+    /// In the caller's transaction, which holds the row's lock.
+    Locked,
+}
+
+/// A claim's parameters as the claim procedure binds them.
+pub(super) struct ClaimBytes {
+    token: [u8; 16],
+    fingerprint: [u8; 32],
+    lease_us: i64,
+    site: &'static str,
+}
+
+impl From<&Claim> for ClaimBytes {
+    fn from(claim: &Claim) -> Self {
+        ClaimBytes {
+            token: claim.token.to_bytes(),
+            fingerprint: *claim.fingerprint.as_bytes(),
+            lease_us: micros(claim.lease),
+            site: claim.site,
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! The transactional mode: a call whose claim, body and completion run in
+//! the caller's transaction.
+
+use std::time::Duration;
+
+use idem_core::key::RecordKey;
+use idem_core::store::{Claim, ClaimOutcome, Fence, Token, async_trait};
+use idem_core::{Call, Error, ErrorPolicy, Reported, Store, StoreError};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sqlx::MySql;
+use sqlx::mysql::{MySqlConnection, MySqlRow};
+use tokio::sync::Mutex;
+
+use super::MySqlStore;
+use super::exec::{Affected, Answer};
+use super::rows::claim_outcome;
+use super::statements::{ClaimBytes, Completion, MyQuery, Sql};
+
+/// A call that will run inside a database transaction. Made by
+/// [`MySqlStore::in_transaction`]; run by [`run`](InTransaction::run).
+///
+/// ```no_run
+/// # async fn f(store: idem::MySqlStore, idem: idem::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::MySql>) {
+/// let call: idem::mysql::InTransaction<'_, _> =
+///     store.in_transaction(&mut tx, idem.call("orders", "order-1"));
+/// let out: Result<u8, idem::Error> = call.run(async |_conn| Ok(1)).await;
+/// # }
+/// ```
+#[must_use = "a call does nothing until `.run(…)` is awaited"]
+pub struct InTransaction<'a, P> {
+    store: &'a MySqlStore,
+    conn: &'a mut MySqlConnection,
+    call: Call<P>,
+}
+
+impl MySqlStore {
+    /// Runs `call` inside the caller's transaction `tx`: the claim, the
+    /// body's own writes (the body gets the transaction's connection) and
+    /// the completed record commit together or not at all.
+    ///
+    /// - Commit `tx` after a successful run (or a replay); drop or roll it
+    ///   back after an error. If the process dies before the commit, the
+    ///   server rolls everything back, the claim included, so a retry runs
+    ///   the body again at once, with no lease to wait out.
+    /// - Until `tx` ends, its claim row is locked: a concurrent duplicate
+    ///   waits on that lock (within its response timeout), then replays
+    ///   the committed record or, after a rollback, claims the key itself.
+    ///   Keep such transactions short. No one can take the claim over
+    ///   while `tx` lives, so the lease is neither renewed nor checked at
+    ///   completion.
+    /// - Works under REPEATABLE READ (InnoDB's default) and READ
+    ///   COMMITTED: the claim reads with a locking read, never the
+    ///   transaction's snapshot. When the key's row already exists (a
+    ///   replay, a takeover), InnoDB's duplicate-key check locks the gap
+    ///   before that row too, until `tx` ends; a claim of another key
+    ///   falling in that gap waits, and two such transactions can deadlock:
+    ///   the victim's transaction is rolled back and its call is
+    ///   `Error::Store`; retry the transaction.
+    /// - Steps ([`idem::step`](idem_core::step)) are not kept in this mode,
+    ///   and the handle's local cache is not used: a record is not known
+    ///   to exist until the commit.
+    ///
+    /// ```no_run
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let pool = sqlx::MySqlPool::connect("mysql://app@localhost/app").await?;
+    /// # let store = idem::MySqlStore::from_pool(pool.clone());
+    /// # let idem = idem::Idempotency::new(store.clone());
+    /// # let (order_id, sku) = ("order-1", "sku-7");
+    /// let mut tx = pool.begin().await?;
+    /// let row: Result<u64, idem::Error> = store
+    ///     .in_transaction(&mut tx, idem.call("orders", order_id).fingerprint(&sku))
+    ///     .run(async |conn| {
+    ///         let done = sqlx::query("INSERT INTO orders (sku) VALUES (?)")
+    ///             .bind(sku)
+    ///             .execute(&mut *conn)
+    ///             .await
+    ///             .map_err(|err| idem::Error::Store(idem::StoreError::new("orders", err)))?;
+    ///         Ok(done.last_insert_id())
+    ///     })
+    ///     .await;
+    /// match row {
+    ///     // The order row and the record commit together.
+    ///     Ok(id) => { tx.commit().await?; println!("order row {id}"); }
+    ///     // Nothing of this call stays.
+    ///     Err(err) => { tx.rollback().await?; println!("failed: {err}"); }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn in_transaction<'a, P>(
+        &'a self,
+        tx: &'a mut sqlx::Transaction<'_, MySql>,
+        call: Call<P>,
+    ) -> InTransaction<'a, P> {
+        InTransaction {
+            store: self,
+            conn: &mut *tx,
+            call,
+        }
+    }
+}
+
+impl<P> InTransaction<'_, P> {
+    /// Runs `body` with the transaction's connection if this call wins the
+    /// claim; otherwise replays the stored result or reports why not, as
+    /// [`Call::run`] does.
+    ///
+    /// ```no_run
+    /// # async fn f(store: idem::MySqlStore, idem: idem::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::MySql>) -> Result<(), idem::Error> {
+    /// let n: u64 = store
+    ///     .in_transaction(&mut tx, idem.call("audit", "event-9"))
+    ///     .run(async |conn| {
+    ///         sqlx::query("INSERT INTO audit (event) VALUES ('event-9')")
+    ///             .execute(&mut *conn)
+    ///             .await
+    ///             .map(|done| done.rows_affected())
+    ///             .map_err(|err| idem::Error::Store(idem::StoreError::new("audit", err)))
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<T, E, F>(self, body: F) -> Result<T, E>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: AsyncFnOnce(&mut MySqlConnection) -> Result<T, E>,
+    {
+        self.run_reported(body).await.result
+    }
+
+    /// As [`run`](InTransaction::run), and also tells whether the result
+    /// was replayed.
+    ///
+    /// ```no_run
+    /// # async fn f(store: idem::MySqlStore, idem: idem::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::MySql>) {
+    /// let out = store
+    ///     .in_transaction(&mut tx, idem.call("audit", "event-9"))
+    ///     .run_reported(async |_conn| Ok::<_, idem::Error>(1u8))
+    ///     .await;
+    /// println!("replayed: {}", out.replayed);
+    /// # }
+    /// ```
+    pub async fn run_reported<T, E, F>(self, body: F) -> Reported<Result<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        E: From<Error>,
+        P: ErrorPolicy<E>,
+        F: AsyncFnOnce(&mut MySqlConnection) -> Result<T, E>,
+    {
+        let store = TxStore {
+            sql: self.store.statements(),
+            conn: Mutex::new(self.conn),
+        };
+        let store = &store;
+        self.call
+            .run_on_reported(store, || async move {
+                let mut conn = store.conn.lock().await;
+                body(&mut **conn).await
+            })
+            .await
+    }
+}
+
+/// A store on one transaction's connection. The body holds the connection
+/// while it runs; the protocol's steps take it before and after.
+struct TxStore<'a> {
+    sql: &'a Sql,
+    conn: Mutex<&'a mut MySqlConnection>,
+}
+
+impl TxStore<'_> {
+    async fn send<T: Answer>(&self, query: MyQuery<'_>) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock().await;
+        T::read(query, &mut conn)
+            .await
+            .map_err(|err| self.sql.store_error(err))
+    }
+}
+
+#[async_trait]
+impl Store for TxStore<'_> {
+    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        let bytes = ClaimBytes::from(claim);
+        // `false`: no transaction of the procedure's own, no snapshot read.
+        let rows: Vec<MySqlRow> = self
+            .send(self.sql.claim_query(key.as_bytes(), &bytes, false))
+            .await?;
+        claim_outcome(&rows)
+    }
+
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        let token = token.to_bytes();
+        let query =
+            self.sql
+                .complete_query(Completion::Locked, key.as_bytes(), &token, record, ttl);
+        Ok(self.send::<Affected>(query).await?.fence())
+    }
+
+    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
+        let token = token.to_bytes();
+        let query = self
+            .sql
+            .release_query(&self.sql.release_locked, key.as_bytes(), &token);
+        Ok(self.send::<Affected>(query).await?.fence())
+    }
+
+    /// Nothing to do: the claim row is locked by this transaction, so no
+    /// one can take it over while the transaction lives. (The body holds
+    /// the connection, so a renewal could not be sent anyway.)
+    async fn renew(&self, _: &RecordKey, _: Token, _: Duration) -> Result<Fence, StoreError> {
+        Ok(Fence::Held)
+    }
+
+    /// Inside the transaction: the record is gone when it commits.
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        let query = self.sql.forget_query(key.as_bytes());
+        self.send::<Affected>(query).await?;
+        Ok(())
+    }
+}
