@@ -19,6 +19,7 @@
 //! | [`steps`] | recovery points inside a body of several effects |
 //! | [`unknown_outcomes`] | a holder that vanished mid-effect: what `child_key`, steps, the transactional mode and `reconcile` each guarantee |
 //! | [`operations`] | metrics, spans, forgetting records, the `idem` command |
+//! | [`testing`] | proving your own functions: crash points, a faulty store, pinned keys, the list of sites (feature `testing`) |
 //! | [`faults`] | what each store does under the faults an SRE tries |
 
 pub mod attribute;
@@ -42,4 +43,5 @@ pub mod redis;
 pub mod sql;
 pub mod steps;
 pub mod stores;
+pub mod testing;
 pub mod unknown_outcomes;

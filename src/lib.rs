@@ -51,6 +51,9 @@
 //!   whose suite every store must pass.
 //! - [`key`] and [`fingerprint`]: how scopes, keys and payloads are hashed,
 //!   for a [`KeyPart`] of your own.
+//! - `testing` (feature `testing`): prove your own functions: crash
+//!   points, a faulty store, pinned keys, and the inventory of
+//!   `#[idempotent]` functions.
 //! - [`http`] (`axum`): a tower layer for whole HTTP endpoints, and an
 //!   extractor; [`queue`]: what a queue consumer tells its broker.
 //! - [`client`] (`client`): the other side of HTTP, a reqwest middleware
@@ -142,6 +145,9 @@ pub mod http;
 #[cfg(feature = "client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub mod client;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 
 pub mod guide;
 

@@ -34,6 +34,9 @@ pub(crate) struct Inner {
     pub(crate) cache: Option<LocalCache>,
     pub(crate) running: Arc<Running>,
     pub(crate) renewer: Renewer,
+    /// Set only on `testing::probe`'s handle: where a call notes its scope.
+    #[cfg(feature = "testing")]
+    pub(crate) probed: Option<Arc<crate::testing::Seen>>,
 }
 
 /// The default limit on an encoded record: 1 MiB.
@@ -181,6 +184,8 @@ impl IdempotencyBuilder {
                 cache: self.local_cache.and_then(LocalCache::new),
                 running: Arc::default(),
                 renewer: Renewer::default(),
+                #[cfg(feature = "testing")]
+                probed: None,
             }),
         }
     }

@@ -36,6 +36,9 @@ mod record;
 mod renewal;
 mod step;
 pub mod store;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 
 pub mod admin;
 

@@ -18,6 +18,7 @@
 pub use core::concat;
 pub use core::convert::From;
 pub use core::module_path;
+pub use core::option::Option;
 pub use core::result::Result;
 pub use core::time::Duration;
 
@@ -34,6 +35,27 @@ use crate::{
     Call, CodecError, Digester, ErrorPolicy, Fingerprint, FingerprintError, KeyHasher, KeyPart,
 };
 pub use crate::{Error, Idempotency, installed, replay_errors};
+
+// The attribute's registration in `testing::sites`: a static `Site` with
+// the feature, nothing without it. The macro crate cannot see this crate's
+// features, so it always emits `register_site!` and this chooses.
+#[cfg(feature = "testing")]
+pub use crate::__idem_register_site as register_site;
+#[cfg(feature = "testing")]
+pub use crate::testing::sites::{SITES, Setting as SiteSetting, Site, SiteParts};
+#[cfg(feature = "testing")]
+pub use linkme;
+
+#[cfg(not(feature = "testing"))]
+pub use crate::__idem_no_site as register_site;
+
+/// Without the `testing` feature the attribute registers nothing.
+#[cfg(not(feature = "testing"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __idem_no_site {
+    ($($tokens:tt)*) => {};
+}
 
 /// The derived key and fingerprint: one digest part per parameter. The
 /// first failure is kept and reported by `finish`, so each parameter is one

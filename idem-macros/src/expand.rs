@@ -54,7 +54,9 @@ fn gen_body(model: &Model<'_>) -> TokenStream {
     let digest = gen_digest(model);
     let (predicate, errors) = gen_error_policy(model);
     let run = gen_run(model, errors);
+    let site = crate::site::gen_site(model);
     quote! {
+        #site
         let __idem_errors = #error_type::<#err_ty>();
         #digest
         #predicate

@@ -16,6 +16,7 @@ mod expand;
 mod model;
 mod parse;
 mod return_type;
+mod site;
 mod spans;
 
 use proc_macro::TokenStream;

@@ -11,10 +11,12 @@
 
 mod admin;
 mod builder;
+mod cas;
 mod claim;
 mod complete;
 mod conn;
 mod eviction;
+mod native;
 mod replicas;
 mod scripts;
 mod sentinel;
@@ -34,7 +36,6 @@ use redis::cluster_async::ClusterConnection;
 
 use replicas::Replicas;
 use scripts::Scripts;
-use value::millis;
 
 pub use builder::RedisStoreBuilder;
 
@@ -45,7 +46,11 @@ pub use builder::RedisStoreBuilder;
 /// with no window between a read and a write: the claim is a native
 /// `SET NX PX GET` (so Redis 7.0 or later, or Valkey) pipelined after a
 /// `PTTL`, and the fenced steps are each one `EVALSHA` (falling back to
-/// `EVAL` once if the script cache was flushed). A replayed duplicate is
+/// `EVAL` once if the script cache was flushed). On a server with native
+/// compare-and-set (Valkey ≥ 8.1, Redis ≥ 8.4; detected on connect and
+/// after a failed connection) completion, renewal and release are native
+/// commands instead (`SET … IFEQ … GET`, `DELIFEQ` or `DELEX`), with the
+/// same fencing; saving a step stays a script. A replayed duplicate is
 /// one round trip. Expiry is Redis's own `PX`. The connection is one
 /// multiplexed, reconnecting connection (`ConnectionManager`, or the
 /// cluster client); an unreachable Redis answers within the response
@@ -71,6 +76,9 @@ pub struct RedisStore {
     recheck: Arc<AtomicBool>,
     replicas: Option<Replicas>,
     scripts: Scripts,
+    /// The server's native compare-and-set, detected on connect and after
+    /// a failed connection, and the values of the claims held with it.
+    native: Arc<native::Native>,
 }
 
 #[derive(Clone)]
@@ -148,8 +156,7 @@ impl Store for RedisStore {
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
-        self.fenced(&self.scripts.release, key, &[&token.to_bytes()])
-            .await
+        self.release_fenced(key, token).await
     }
 
     async fn renew(
@@ -158,10 +165,7 @@ impl Store for RedisStore {
         token: Token,
         lease: Duration,
     ) -> Result<Fence, StoreError> {
-        let mut digits = itoa::Buffer::new();
-        let px = digits.format(millis(lease)).as_bytes();
-        let args: [&[u8]; 2] = [&token.to_bytes(), px];
-        self.fenced(&self.scripts.renew, key, &args).await
+        self.renew_fenced(key, token, lease).await
     }
 
     async fn save_step(

@@ -20,7 +20,8 @@
 //! server is another process; `IDEM_TEST_DATABASE_URL`), `redis-replay`,
 //! `redis-fresh` (the claim's pipeline and the completion's script),
 //! `raw-redis-replay` (a `GET` on a `ConnectionManager`, as the throughput
-//! bench sends it; `IDEM_TEST_REDIS_URL`), `encode-u64`, `decode-u64`, `key`; `memory-yield` (a fresh
+//! bench sends it; `IDEM_TEST_REDIS_URL`), `encode-u64`, `decode-u64`, `key`; `attribute-fresh` and
+//! `attribute-replay` (the memory kinds through `#[idempotent]`); `memory-yield` (a fresh
 //! key whose body awaits once, so the runtime's other tasks run between
 //! calls) and `memory-yield-64` (the same from 64 tasks at once).
 
@@ -44,6 +45,14 @@ async fn call(idem: &Idempotency, key: u64) {
         .run(|| async move { Ok(std::hint::black_box(key)) })
         .await;
     out.expect("idem call");
+}
+
+/// The same call through `#[idempotent]`: with the `testing` feature the
+/// attribute registers a static `Site`, which must cost no instruction
+/// per call (`attribute-fresh`, `attribute-replay`).
+#[idem::idempotent(key = key, scope = "bench", store = idem, skip(idem))]
+async fn attributed(idem: &Idempotency, key: u64) -> Result<u64, Error> {
+    Ok(std::hint::black_box(key))
 }
 
 fn hand(map: &Mutex<HashMap<u64, u64>>, key: u64) -> u64 {
@@ -229,6 +238,17 @@ fn main() {
                 let replay = kind.ends_with("replay");
                 for i in 0..n {
                     call(&idem, if replay { u64::MAX - i % HOT } else { i }).await;
+                }
+            }
+            "attribute-fresh" | "attribute-replay" => {
+                let idem = Idempotency::new(MemoryStore::new());
+                for k in 0..WARM.max(HOT) {
+                    attributed(&idem, u64::MAX - k).await.expect("idem call");
+                }
+                let replay = kind.ends_with("replay");
+                for i in 0..n {
+                    let key = if replay { u64::MAX - i % HOT } else { i };
+                    attributed(&idem, key).await.expect("idem call");
                 }
             }
             "memory-yield" | "memory-yield-64" => {

@@ -49,6 +49,12 @@ impl<P> Call<P> {
             let (fingerprint, retry_after) = match answer {
                 Err(err) => {
                     tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");
+                    // `testing::probe` refuses every claim: its handle notes
+                    // the scope here, off the path of a won claim.
+                    #[cfg(feature = "testing")]
+                    if let Some(seen) = &self.idem.inner.probed {
+                        seen.scope(&self.scope);
+                    }
                     if let Some(owned) = on_drop {
                         renewal::release_if_applied(owned, self.key, claim.token, claim.lease);
                     }

@@ -158,7 +158,7 @@ impl RedisStoreBuilder {
             .await
             .map_err(store_error)?;
         let store = self.build(Conn::Single(manager));
-        store.check_eviction().await?;
+        store.check_server().await?;
         Ok(store)
     }
 
@@ -186,7 +186,7 @@ impl RedisStoreBuilder {
             .map_err(store_error)?;
         let conn = client.get_async_connection().await.map_err(store_error)?;
         let store = self.build(Conn::Cluster(conn));
-        store.check_eviction().await?;
+        store.check_server().await?;
         Ok(store)
     }
 
@@ -221,7 +221,7 @@ impl RedisStoreBuilder {
             .await
             .map_err(store_error)?;
         let store = self.build(Conn::Sentinel(Arc::new(followed)));
-        store.check_eviction().await?;
+        store.check_server().await?;
         Ok(store)
     }
 
@@ -242,6 +242,7 @@ impl RedisStoreBuilder {
             recheck: Arc::default(),
             replicas: self.replicas,
             scripts: Scripts::new(),
+            native: Arc::default(),
         }
     }
 }

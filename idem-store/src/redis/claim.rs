@@ -22,7 +22,7 @@ impl RedisStore {
         claim: &Claim,
     ) -> Result<ClaimOutcome, StoreError> {
         if self.recheck.load(Ordering::Relaxed) {
-            self.check_eviction().await?;
+            self.check_server().await?;
             self.recheck.store(false, Ordering::Relaxed);
         }
         // `SET … NX GET` claims a free key, or leaves a held one as it is
@@ -41,9 +41,12 @@ impl RedisStore {
         // turn: if the `SET` won, no one else can save steps in between.
         let redis_key = self.redis_key(key);
         let steps_key = self.steps_key(key);
+        // With native compare-and-set the claim's value is kept, for the
+        // fenced steps to compare (see `native.rs`).
+        let mut kept = self.native.set_ifeq().then(Vec::new);
         let mut pipe = redis::Pipeline::with_capacity(4);
         pipe.add_command(command([b"PTTL".as_slice(), &redis_key]))
-            .add_command(set_nx_get(&redis_key, claim, unix_now())?)
+            .add_command(set_nx_get(&redis_key, claim, unix_now(), kept.as_mut())?)
             .add_command(command([b"HGETALL".as_slice(), &steps_key]));
         if let Some(replicas) = &self.replicas {
             replicas.append(&mut pipe);
@@ -52,7 +55,7 @@ impl RedisStore {
             if held.is_none() {
                 replicas.check(acks, "claim")?;
             }
-            return with_steps(claimed(pttl, held), saved);
+            return self.kept(key, claim, kept, with_steps(claimed(pttl, held), saved));
         }
         let (pttl, held, saved) = match self.query_raw(&pipe).await {
             Ok(answer) => answer,
@@ -62,7 +65,21 @@ impl RedisStore {
             }
             Err(err) => return Err(store_error(err)),
         };
-        with_steps(claimed(pttl, held), saved)
+        self.kept(key, claim, kept, with_steps(claimed(pttl, held), saved))
+    }
+
+    /// Keeps the value of a won claim, when it was kept for native steps.
+    fn kept(
+        &self,
+        key: &RecordKey,
+        claim: &Claim,
+        value: Option<Vec<u8>>,
+        outcome: Result<ClaimOutcome, StoreError>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        if let (Some(value), Ok(ClaimOutcome::Won { .. })) = (value, &outcome) {
+            self.native.keep(*key, claim.token, value);
+        }
+        outcome
     }
 
     /// The claim on a server that refuses writes (at `maxmemory` with
@@ -83,15 +100,29 @@ impl RedisStore {
     }
 }
 
-/// `SET key value NX PX lease GET`, the value written in place.
-fn set_nx_get(redis_key: &[u8], claim: &Claim, now: Duration) -> Result<redis::Cmd, StoreError> {
+/// `SET key value NX PX lease GET`, the value written in place, and into
+/// `kept` as well when given.
+fn set_nx_get(
+    redis_key: &[u8],
+    claim: &Claim,
+    now: Duration,
+    kept: Option<&mut Vec<u8>>,
+) -> Result<redis::Cmd, StoreError> {
     // "SET", "NX", "PX", at most 20 digits, "GET".
     let words = 3 + 2 + 2 + 20 + 3;
     let len = redis_key.len() + claim_value_len(claim) + words;
     let mut set = redis::Cmd::with_capacity(7, len);
     set.arg("SET").arg(redis_key);
-    write_claim_value(&mut set.writer_for_next_arg(), claim, now)
-        .map_err(|err| StoreError::new("redis", err))?;
+    let written = match kept {
+        Some(value) => {
+            value.reserve_exact(claim_value_len(claim));
+            let written = write_claim_value(value, claim, now);
+            set.arg(&value[..]);
+            written
+        }
+        None => write_claim_value(&mut set.writer_for_next_arg(), claim, now),
+    };
+    written.map_err(|err| StoreError::new("redis", err))?;
     set.arg("NX").arg("PX").arg(millis(claim.lease)).arg("GET");
     Ok(set)
 }
@@ -134,12 +165,16 @@ mod tests {
         let mut plain = redis::cmd("SET");
         plain
             .arg(b"idem:key")
-            .arg(value)
+            .arg(&value)
             .arg("NX")
             .arg("PX")
             .arg(30_000u64)
             .arg("GET");
-        let built = set_nx_get(b"idem:key", &claim, now).expect("a command");
+        let built = set_nx_get(b"idem:key", &claim, now, None).expect("a command");
         assert_eq!(built.get_packed_command(), plain.get_packed_command());
+        let mut kept = Vec::new();
+        let built = set_nx_get(b"idem:key", &claim, now, Some(&mut kept)).expect("a command");
+        assert_eq!(built.get_packed_command(), plain.get_packed_command());
+        assert_eq!(kept, value);
     }
 }

@@ -1,6 +1,9 @@
 //! The fenced steps: complete (sent once more after a lost connection),
-//! release and renew, each one script.
+//! release and renew, each one script, or one native command where the
+//! server has compare-and-set and this store kept the claim's value (see
+//! `native.rs`).
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use idem_core::StoreError;
@@ -16,6 +19,80 @@ use super::value::millis;
 impl RedisStore {
     /// `Store::complete`.
     pub(super) async fn complete_fenced(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        ttl: Duration,
+    ) -> Result<Fence, StoreError> {
+        if let Some(claim) = self.native.take(*key, token)
+            && self.native.set_ifeq()
+        {
+            match self.complete_cas(key, &claim, record, ttl).await {
+                Ok(Some(fence)) => return Ok(fence),
+                Ok(None) => self.refused_native(),
+                Err(err) => {
+                    // The caller may complete again: keep the value.
+                    self.native.keep(*key, token, claim);
+                    return Err(err);
+                }
+            }
+        }
+        self.complete_script(key, token, record, ttl).await
+    }
+
+    /// `Store::release`.
+    pub(super) async fn release_fenced(
+        &self,
+        key: &RecordKey,
+        token: Token,
+    ) -> Result<Fence, StoreError> {
+        if let Some(claim) = self.native.take(*key, token)
+            && let Some(delete) = self.native.delete()
+        {
+            match self.release_cas(key, &claim, delete).await {
+                Ok(Some(fence)) => return Ok(fence),
+                Ok(None) => self.refused_native(),
+                Err(err) => {
+                    self.native.keep(*key, token, claim);
+                    return Err(err);
+                }
+            }
+        }
+        self.fenced(&self.scripts.release, key, &[&token.to_bytes()])
+            .await
+    }
+
+    /// `Store::renew`.
+    pub(super) async fn renew_fenced(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        lease: Duration,
+    ) -> Result<Fence, StoreError> {
+        if self.native.set_ifeq()
+            && let Some(claim) = self.native.with(*key, token, <[u8]>::to_vec)
+        {
+            match self.renew_cas(key, &claim, lease).await? {
+                Some(fence) => return Ok(fence),
+                None => self.refused_native(),
+            }
+        }
+        let mut digits = itoa::Buffer::new();
+        let px = digits.format(millis(lease)).as_bytes();
+        let args: [&[u8]; 2] = [&token.to_bytes(), px];
+        self.fenced(&self.scripts.renew, key, &args).await
+    }
+
+    /// The server refused a native command: scripts until the next claim
+    /// has checked the server again.
+    fn refused_native(&self) {
+        self.native.refused();
+        self.recheck.store(true, Ordering::Relaxed);
+    }
+
+    /// The completion by script.
+    async fn complete_script(
         &self,
         key: &RecordKey,
         token: Token,

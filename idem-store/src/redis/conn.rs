@@ -22,6 +22,30 @@ pub(super) fn store_error(err: redis::RedisError) -> StoreError {
 }
 
 impl RedisStore {
+    /// What is checked on connect and after a failed connection (the
+    /// server may since be another): its eviction policy and its native
+    /// compare-and-set.
+    pub(super) async fn check_server(&self) -> Result<(), StoreError> {
+        self.check_eviction().await?;
+        self.detect_native().await
+    }
+
+    /// Reads every primary's version (`INFO server`): what they all
+    /// understand is used. A refused `INFO` leaves the scripts.
+    async fn detect_native(&self) -> Result<(), StoreError> {
+        let mut info = redis::cmd("INFO");
+        info.arg("server");
+        let mut texts = Vec::new();
+        match self.ask_every_primary(info).await {
+            Ok(answer) => eviction::flatten(&answer, &mut texts),
+            Err(err) if err.is_io_error() || err.is_timeout() => return Err(store_error(err)),
+            Err(_) => {}
+        }
+        texts.retain(|text| text.contains("_version:"));
+        self.native.detected(&texts);
+        Ok(())
+    }
+
     /// Refuses a server that may evict idem's keys (every primary of a
     /// cluster is asked), unless eviction was allowed.
     pub(super) async fn check_eviction(&self) -> Result<(), StoreError> {
@@ -106,6 +130,30 @@ impl RedisStore {
         pipe: &redis::Pipeline,
     ) -> redis::RedisResult<T> {
         let answer = self.send_pipe(pipe).await;
+        if answer
+            .as_ref()
+            .is_err_and(|err| err.is_io_error() || err.is_timeout())
+        {
+            self.recheck.store(true, Ordering::Relaxed);
+        }
+        answer
+    }
+
+    /// One command; a failed connection has the next claim check the
+    /// server again, as `query_raw` does.
+    pub(super) async fn send_cmd<T: redis::FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+    ) -> redis::RedisResult<T> {
+        let answer = match &self.conn {
+            Conn::Single(conn) => cmd.query_async(&mut conn.clone()).await,
+            Conn::Cluster(conn) => cmd.query_async(&mut conn.clone()).await,
+            Conn::Sentinel(followed) => {
+                followed
+                    .send(async |mut manager| cmd.query_async(&mut manager).await)
+                    .await
+            }
+        };
         if answer
             .as_ref()
             .is_err_and(|err| err.is_io_error() || err.is_timeout())

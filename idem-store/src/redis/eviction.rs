@@ -28,7 +28,8 @@ pub(super) fn policies(answer: &Value) -> Vec<String> {
     found
 }
 
-fn flatten(value: &Value, out: &mut Vec<String>) {
+/// The texts of an answer (one per node on a cluster), keys and values.
+pub(super) fn flatten(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::BulkString(bytes) => out.push(String::from_utf8_lossy(bytes).into_owned()),
         Value::SimpleString(text) | Value::VerbatimString { text, .. } => out.push(text.clone()),

@@ -4,7 +4,9 @@
 use idem_core::store::Fence;
 use redis::Script;
 
-// The fenced steps compare the claim's token inside Redis, so they are Lua;
+// The fenced steps compare the claim's token inside Redis, so they are Lua
+// (on a server without native compare-and-set, or for a claim whose value
+// this store did not keep: see `native.rs`);
 // the claim needs no comparison and is native (see `Store::claim` below).
 // Each answers 1 when the claim was ours, 0 when another caller holds or
 // completed the key, -1 when the key is gone (our claim expired).

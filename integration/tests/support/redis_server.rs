@@ -73,6 +73,8 @@ pub(crate) struct PrivateRedis {
     pub port: u16,
     /// Keeps `port` ours across restarts.
     _reserved: ports::Reserved,
+    /// The server binary: `redis-server`, or a `valkey-server`.
+    program: String,
     dir: PathBuf,
     extra: Vec<String>,
     guardian: Option<(Child, ChildStdin)>,
@@ -81,6 +83,12 @@ pub(crate) struct PrivateRedis {
 impl PrivateRedis {
     /// Starts a server on a reserved port with `extra` arguments.
     pub(crate) fn start(extra: &[&str]) -> Self {
+        Self::start_program("redis-server", extra)
+    }
+
+    /// Starts `program` (a `redis-server` or `valkey-server` binary) on a
+    /// reserved port with `extra` arguments.
+    pub(crate) fn start_program(program: &str, extra: &[&str]) -> Self {
         remove_stale_dirs();
         let reserved = ports::reserve();
         let port = reserved.port;
@@ -89,12 +97,20 @@ impl PrivateRedis {
         let mut server = PrivateRedis {
             port,
             _reserved: reserved,
+            program: program.to_owned(),
             dir,
             extra: Vec::new(),
             guardian: None,
         };
         server.restart_with(extra);
         server
+    }
+
+    /// Starts `program` in the server's place, on the same port, with
+    /// `extra` arguments (a failover to another server).
+    pub(crate) fn restart_as(&mut self, program: &str, extra: &[&str]) {
+        self.program = program.to_owned();
+        self.restart_with(extra);
     }
 
     /// Starts the server again on the same port with `extra` arguments
@@ -128,7 +144,8 @@ impl PrivateRedis {
         // The guardian shell runs the server and kills it as soon as its
         // stdin closes: when we drop it, or when this process dies.
         let script = format!(
-            "redis-server {} >/dev/null 2>&1 & pid=$!; echo started; cat >/dev/null; kill -9 $pid; wait $pid",
+            "'{}' {} >/dev/null 2>&1 & pid=$!; echo started; cat >/dev/null; kill -9 $pid; wait $pid",
+            self.program,
             quoted.join(" ")
         );
         let mut guardian = Command::new("sh")
@@ -164,7 +181,8 @@ impl PrivateRedis {
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "redis-server did not start on port {}: install it (Debian: apt-get install redis-server) or set IDEM_TEST_REDIS_URL",
+                "{} did not start on port {}: install it (Debian: apt-get install redis-server; Valkey: scripts/valkey) or set IDEM_TEST_REDIS_URL",
+                self.program,
                 self.port
             );
             std::thread::sleep(Duration::from_millis(50));

@@ -1,0 +1,145 @@
+//! The conformance suite on a private three-master Valkey cluster on
+//! loopback (Valkey 9: native compare-and-set), started once for this test
+//! binary from `valkey-server --cluster-enabled yes` (see
+//! `support/valkey_server.rs`) and `redis-cli --cluster create`.
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+#[path = "support/valkey_server.rs"]
+mod valkey_server;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use idem::Store;
+use idem::key::RecordKey;
+use idem::store::{ClaimOutcome, Fence};
+use idem::{Idempotency, RedisStore};
+use redis_server::PrivateRedis;
+use tokio::sync::OnceCell;
+
+/// The cluster's node URLs. The servers live as long as the process.
+async fn nodes() -> Vec<String> {
+    static CLUSTER: OnceCell<Vec<String>> = OnceCell::const_new();
+    CLUSTER
+        .get_or_init(|| async { tokio::task::spawn_blocking(start_cluster).await.unwrap() })
+        .await
+        .clone()
+}
+
+fn start_cluster() -> Vec<String> {
+    let servers: Vec<PrivateRedis> = (0..3)
+        .map(|_| {
+            valkey_server::start(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
+        })
+        .collect();
+    let addrs: Vec<String> = servers
+        .iter()
+        .map(|s| format!("127.0.0.1:{}", s.port))
+        .collect();
+    let status = Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(&addrs)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("redis-cli not found: install redis-tools (Debian: apt-get install redis-tools)");
+    assert!(status.success(), "redis-cli --cluster create failed");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for addr in &addrs {
+        loop {
+            let info = Command::new("redis-cli")
+                .args(["-u", &format!("redis://{addr}"), "cluster", "info"])
+                .output()
+                .unwrap();
+            if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not become ready"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let urls = servers.iter().map(|s| s.url()).collect();
+    // The guardians stop the servers when this process exits.
+    std::mem::forget(servers);
+    urls
+}
+
+idem_conformance::suite!(async {
+    let store = RedisStore::builder()
+        .connect_cluster(nodes().await)
+        .await
+        .expect("connect to the cluster");
+    Idempotency::new(store)
+});
+
+#[tokio::test]
+async fn records_spread_over_every_master() {
+    let nodes = nodes().await;
+    let idem = Idempotency::new(
+        RedisStore::builder()
+            .connect_cluster(nodes.clone())
+            .await
+            .unwrap(),
+    );
+    let scope = idem_conformance::scope("spread");
+    for k in 0..60u32 {
+        let out: Result<u32, idem::Error> =
+            idem.call(&scope, &k).run(|| async move { Ok(k) }).await;
+        out.unwrap();
+    }
+    for node in nodes {
+        let client = redis::Client::open(node.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let keys: i64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+        assert!(keys > 0, "node {node} holds no record");
+    }
+}
+
+/// How many times `command` ran on the node at `url` (`INFO commandstats`).
+async fn calls(url: &str, command: &str) -> u64 {
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let field = format!("cmdstat_{command}:calls=");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(field.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[tokio::test]
+async fn releases_are_native_on_every_master() {
+    let nodes = nodes().await;
+    let store = RedisStore::builder()
+        .connect_cluster(nodes.clone())
+        .await
+        .unwrap();
+    let fp = idem::fingerprint::Fingerprint::of(&"payload").unwrap();
+    let scope = idem_conformance::scope("native");
+    for k in 0..30u32 {
+        let key = RecordKey::new(&scope, &k);
+        let claim = idem_conformance::new_claim(fp, Duration::from_secs(30));
+        assert!(matches!(
+            store.claim(&key, &claim).await.unwrap(),
+            ClaimOutcome::Won { .. }
+        ));
+        assert_eq!(store.release(&key, claim.token).await.unwrap(), Fence::Held);
+    }
+    let mut deletes = 0;
+    for node in &nodes {
+        let here = calls(node, "delifeq").await;
+        assert!(here > 0, "no DELIFEQ on {node}");
+        deletes += here;
+    }
+    // Only a native release sends DELIFEQ (other tests' add to these).
+    assert!(deletes >= 30);
+}
