@@ -32,9 +32,9 @@
 //!
 //! # Where to go next
 //!
-//! - [`idempotent`]: the attribute, its options (`key`, `scope`, `ttl`,
+//! - [`idempotent`]: the attribute and its options (`key`, `scope`, `ttl`,
 //!   `lease`, `wait`, `store`, `fingerprint`, `skip`, `errors`, `detach`,
-//!   `crate`) and idem's errors, each with its HTTP status.
+//!   `version`, `crate`).
 //! - [`Idempotency::call`]: the same runtime without the macro, and
 //!   [`Call::run_detached`] for bodies that must run on when their caller
 //!   goes away.
@@ -61,16 +61,15 @@
 //!
 //! # Errors
 //!
-//! | [`Error`] | when | HTTP status |
-//! | --- | --- | --- |
-//! | `InProgress` | another call holds the key and `wait` ran out or is zero | 409 |
-//! | `FingerprintMismatch` | the key was used before with another payload | 422 |
-//! | `LeaseLost` | our claim's lease ran out before the body ended (`taken_over`: another call holds the key now, or it merely expired); our result was not stored | 409 |
-//! | `Store` | the store failed or is unreachable; the body did not run if the claim was not won | 503 |
-//! | `Codec` | a value cannot be encoded, or a stored one decoded | 500 |
-//! | `InvalidKey` | the key is not acceptable (empty) | 400 |
-//! | `InvalidStep` | [`step`] outside an idempotent body, inside another step, a name used twice, or where the store cannot keep steps (`run_on`, a transaction) | 500 |
-//! | `NotConfigured` | no `store = …` and no [`install`] | 500 |
+//! idem's own errors reach the caller through `E: From<idem::Error>`; the
+//! variants, when each happens and the HTTP status that answers it are
+//! listed once, on [`Error`].
+//!
+//! # Guides
+//!
+//! The reference that belongs to no one item is in [`guide`]: the
+//! attribute in depth, records across deploys, the stores, the HTTP layer,
+//! the client, queues, recovery points, operations and faults.
 //!
 //! The crate is published as `idemkit`; its library is named `idem`
 //! (`idemkit = "0.1"` in `Cargo.toml`, `idem::…` in code). Minimum Rust
@@ -149,6 +148,8 @@ pub mod client;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+
+pub mod guide;
 
 #[doc(hidden)]
 pub use idem_core::__private;

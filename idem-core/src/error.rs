@@ -8,9 +8,24 @@ use crate::ShortKey;
 ///
 /// Every variant says which scope it concerns; keys appear only as a short
 /// hash, never raw. [`Error::status`] gives the HTTP status that answers
-/// it: 409 for a key that is busy or a lease lost, 422 for another
-/// payload, 400 for a bad key, 503 for a store that is unavailable, 500 for
-/// the rest (a misconfigured store included: retrying cannot help).
+/// it:
+///
+/// | variant | when | HTTP status |
+/// | --- | --- | --- |
+/// | `InProgress { scope, key, retry_after }` | another call holds the key and `wait` ran out or is zero | 409 |
+/// | `FingerprintMismatch { scope, key }` | the key was used before with another payload | 422 |
+/// | `LeaseLost { scope, key, taken_over }` | our claim's lease ran out before the body ended: another call took the key over (`taken_over`), or the claim merely expired; our result was not stored | 409 |
+/// | `Store(StoreError)` | the store failed or is unreachable; the body did not run if the claim was not won | 503 when its [kind](StoreError::kind) may pass by itself, else 500 (a misconfigured or unsupported store: retrying cannot help) |
+/// | `Codec(CodecError)` | a stored value cannot be decoded as the return type (changed between deploys, corrupt), or a value cannot be encoded or exceeds `max_record_bytes` (1 MiB by default): `NotStored` for a whole call's result, `StepNotStored` for a step's value | 500 |
+/// | `InvalidKey(..)` | the key is not acceptable (empty) | 400 |
+/// | `InvalidOption(..)` | the call's settings cannot work: a zero `ttl` or `lease`, a `lease` longer than the `ttl` (given as expressions or through the builder; literals in the attribute are compile errors) | 500 |
+/// | `InvalidStep { step, reason }` | `idem::step` outside an idempotent body, inside another step of the same call, under a name a finished step of the same run used, for a value type whose smallest record exceeds `max_record_bytes`, or where the store cannot keep steps (`run_on`, a transaction's handle) | 500 |
+/// | `NotConfigured` | an `#[idempotent]` fn without `store = …` ran and no handle was given to `idem::install` (an HTTP layer's handle is not installed by the layer) | 500 |
+///
+/// `Error` is `Send + Sync + 'static`. The runtime emits `tracing` events
+/// (`claimed`, `replayed`, `in progress elsewhere`, `fingerprint
+/// mismatch`, `lease lost`, `step saved`, `step replayed`) with the scope
+/// and the key's short hash.
 ///
 /// ```
 /// use idem::Error;

@@ -1,4 +1,4 @@
-//! The backend-agnostic protocol of [idem](https://docs.rs/idem): keys,
+//! The backend-agnostic protocol of [idem](https://docs.rs/idemkit): keys,
 //! fingerprints, records, the [`Store`] trait, the call runtime that
 //! `#[idempotent]` expands to, and the errors.
 //!

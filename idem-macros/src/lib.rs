@@ -86,22 +86,14 @@ use proc_macro::TokenStream;
 /// | `errors` | `"release"` (an `Err` releases the key, a retry runs again), `"replay"` (the `Err` is stored and replayed; `E` must be serializable), or the path of a `fn(&E) -> bool` that says which errors to store | `"release"` |
 /// | `detach` | a flag: the body runs on to completion on the runtime when the caller's future is dropped (client gone, timeout), and its result is stored; parameters must then be owned and `Send + 'static` (a borrowed one is a compile error at that parameter) | off |
 /// | `version` | a `u32` (literal or constant) written into the fn's records; bump it when the `Ok` type keeps its shape but changes its meaning, so older records are refused (`CodecError::VersionChanged`) instead of misread. A change of shape needs no bump: the decoder refuses it | `0` |
+/// | `reconcile` | the path of a fn taking the parameters by reference and returning `Result<Option<T>, E>`, asked on a takeover of a vanished holder (and only then) whether its effect happened: `Ok(Some(v))` is stored and returned without running the body, `Ok(None)` runs it | none: a takeover runs the body again |
 /// | `crate` | the path of the `idem` crate, for crates that re-export it | `::idem` |
 ///
 /// # Errors
 ///
-/// idem's own errors reach the caller through `E: From<idem::Error>`:
-///
-/// | `idem::Error` | when | HTTP status |
-/// | --- | --- | --- |
-/// | `InProgress` | another call holds the key and `wait` ran out or is zero | 409 |
-/// | `FingerprintMismatch` | the key was used before with another payload | 422 |
-/// | `LeaseLost` | our claim's lease ran out before the body ended (`taken_over`: another call holds the key now, or it merely expired); our result was not stored | 409 |
-/// | `Store` | the store failed or is unreachable; the body did not run if the claim was not won | 503 |
-/// | `Codec` | a value cannot be encoded, or a stored one decoded | 500 |
-/// | `InvalidKey` | the key is not acceptable (empty) | 400 |
-/// | `InvalidStep` | `idem::step` outside an idempotent body, inside another step, a name used twice, or where the store cannot keep steps (`run_on`, a transaction) | 500 |
-/// | `NotConfigured` | no `store = …` and no `idem::install` | 500 |
+/// idem's own errors reach the caller through `E: From<idem::Error>`; each
+/// variant, when it happens and its HTTP status are listed on
+/// [`idem::Error`](https://docs.rs/idemkit/latest/idem/enum.Error.html).
 ///
 /// Works on free `async fn`s, methods taking `&self`, `&mut self` or
 /// `self: Arc<Self>`, generic fns and fns in trait impls; the signature

@@ -1,0 +1,69 @@
+//! Choosing a store, what every store guarantees, and your own.
+//!
+//! Each store type is at `idem::`; its module ([`memory`](crate::memory),
+//! [`redis`](crate::redis), [`postgres`](crate::postgres),
+//! [`sqlite`](crate::sqlite), [`mysql`](crate::mysql)) holds the rest: builders, defaults, the
+//! transactional mode.
+//!
+//! | type | feature | use it for | guide |
+//! | --- | --- | --- | --- |
+//! | [`MemoryStore`](crate::MemoryStore) | `memory` (default) | one process, tests, the zero-setup default | below |
+//! | [`SqliteStore`](crate::SqliteStore) | `sqlite` | one host whose records must survive restarts, no server | [`sql`](super::sql) |
+//! | [`RedisStore`](crate::RedisStore) | `redis` | several replicas sharing a Redis or a Redis Cluster | [`redis`](super::redis) |
+//! | [`PostgresStore`](crate::PostgresStore) | `postgres` | several replicas, durable records, and the transactional mode | [`sql`](super::sql) |
+//! | [`MySqlStore`](crate::MySqlStore) | `mysql` | several replicas on the MySQL 8 or MariaDB 10.6+ they already run | [`sql`](super::sql#mysql-and-mariadb) |
+//!
+//! **Which store when.** Put the records where the service already keeps its
+//! state; add a server only for idempotency when none of these fits.
+//!
+//! | your service | pick | because |
+//! | --- | --- | --- |
+//! | one process; tests; a demo | `MemoryStore` | nothing to run; records go with the process |
+//! | one host, records must outlive a restart | `SqliteStore` | one file, no server; expiry by this host's clock |
+//! | several replicas and a Redis | `RedisStore` | the fewest microseconds per call; durable as far as your Redis is (AOF, replicas with `wait_for_replicas`) |
+//! | several replicas on PostgreSQL | `PostgresStore` | durable; with effects in the same database, the transactional mode commits effect and record together |
+//! | several replicas on MySQL or MariaDB (RDS, Aurora MySQL) | `MySqlStore` | durable, in the database you run, no Redis to add; not on Vitess/PlanetScale (no stored procedures) |
+//!
+//! # What every store keeps
+//!
+//! Completion is fenced by a random 128-bit token drawn per claim, so a
+//! holder whose lease ran out and was taken over gets `Error::LeaseLost`
+//! and cannot overwrite; lease and TTL are judged by the store's clock;
+//! keys are stored hashed (32 bytes), so any key bytes are safe. A holder
+//! whose lease ran out is refused at completion even when nobody took
+//! over yet: the rule is "succeeds only while the claim is held", which a
+//! TTL-based store such as Redis can keep exactly.
+//!
+//! # The memory store
+//!
+//! [`MemoryStore`](crate::MemoryStore) has 64 shards and is bounded
+//! ([`with_max_records`](crate::MemoryStore::with_max_records), one million
+//! by default): expired records are evicted first, then the completed
+//! records nearest expiry; in-progress claims are never evicted, and a
+//! shard full of them refuses new claims with `Error::Store` (fail closed).
+//!
+//! # The local replay cache
+//!
+//! [`IdempotencyBuilder::local_cache`](crate::IdempotencyBuilder::local_cache)
+//! keeps completed records in the process, so a replay that hits costs no
+//! round trip:
+//!
+//! ```
+//! let idem = idem::Idempotency::builder(idem::MemoryStore::new())
+//!     .local_cache(10_000)
+//!     .build();
+//! # let _ = idem;
+//! ```
+//!
+//! A record is kept no longer than the store said it lives (measured from
+//! before the request left), and in-progress states are never cached.
+//!
+//! # Your own store
+//!
+//! [`Store`](crate::Store) is a small public trait (keys, tokens and
+//! bytes: claim, complete, release, renew, `save_step` and `forget`, each
+//! one atomic round trip), with the types it speaks in
+//! [`store`](crate::store). Every backend passes one conformance suite,
+//! the `idem-conformance` crate:
+//! `idem_conformance::suite!(async { Idempotency::new(MyStore::new()) });`
+//! in a test file of yours runs every case against your store.
