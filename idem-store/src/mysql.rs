@@ -40,7 +40,6 @@ fn micros(duration: Duration) -> i64 {
     duration.as_micros().min(CAP) as i64
 }
 
-
 pub use builder::MySqlStoreBuilder;
 pub use tx::InTransaction;
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 use idem_core::StoreError;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 
-use super::conns::{self, Conns};
 use super::BACKEND;
+use super::conns::{self, Conns};
 use super::statements::Sql;
 use super::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_PURGE_BATCH,

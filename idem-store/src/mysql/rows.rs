@@ -11,7 +11,7 @@ use sqlx::Row;
 use sqlx::mysql::MySqlRow;
 
 use super::BACKEND;
-use super::statements::self;
+use super::statements;
 use super::steps;
 
 /// Reads the claim's rows: outcome, fingerprint, record, remaining

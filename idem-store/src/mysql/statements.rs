@@ -28,7 +28,6 @@ pub(super) const TOOK_OVER: i32 = 1;
 pub(super) const IN_PROGRESS: i32 = 2;
 pub(super) const COMPLETED: i32 = 3;
 
-
 /// Where the records live and the statements that use them.
 #[derive(Debug)]
 pub(super) struct Sql {

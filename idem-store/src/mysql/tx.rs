@@ -12,10 +12,10 @@ use sqlx::MySql;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 use tokio::sync::Mutex;
 
+use super::MyQuery;
 use super::MySqlStore;
 use super::exec::{Affected, Answer};
 use super::rows::claim_outcome;
-use super::MyQuery;
 use super::statements::{ClaimBytes, Completion, Sql};
 
 /// A call that will run inside a database transaction. Made by
