@@ -21,7 +21,10 @@ async fn store() -> RedisStore {
         .expect("connect to the private Valkey")
 }
 
-idem_conformance::suite!(async { Idempotency::new(store().await) });
+// Every case but the three that need `took_over`, which `RedisStore`
+// cannot report on Valkey either (see tests/redis.rs: a lapsed claim's key
+// expires with its lease).
+idem_conformance::suite!(async { Idempotency::new(store().await) }; without_takeover);
 
 async fn raw() -> redis::aio::MultiplexedConnection {
     let client = redis::Client::open(valkey_server::url().await).unwrap();

@@ -38,12 +38,17 @@ BEGIN
     -- A key nobody claimed: SELECT … INTO finds no row.
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_left = NULL;
 
+    -- Time left is read by the clock as the row is read: UTC_TIMESTAMP
+    -- is the CALL's start, which may precede the holder's claim or
+    -- renewal we waited for (it would answer more than a whole lease), so
+    -- the time since the CALL began (SYSDATE - NOW) is taken off.
     -- A plain read first (no locks), so that a replay or a duplicate of a
     -- running call costs an index lookup. Not inside the caller's
     -- transaction, whose snapshot may be older than the last commit.
     IF p_own_tx THEN
         SET v_left = NULL;
         SELECT token, fingerprint, record, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+                   - TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6))
             INTO v_token, v_fingerprint, v_record, v_left
             FROM {t} WHERE `key` = p_key;
         IF v_left > 0 AND (v_record IS NOT NULL OR v_token <> p_token) THEN
@@ -74,6 +79,7 @@ BEGIN
                 ON DUPLICATE KEY UPDATE `key` = `key`;
             SET v_left = NULL;
             SELECT token, fingerprint, record, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+                   - TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6))
                 INTO v_token, v_fingerprint, v_record, v_left
                 FROM {t} WHERE `key` = p_key FOR UPDATE;
             IF v_left IS NULL THEN
