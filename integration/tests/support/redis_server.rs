@@ -75,6 +75,9 @@ pub(crate) struct PrivateRedis {
     _reserved: ports::Reserved,
     /// The server binary: `redis-server`, or a `valkey-server`.
     program: String,
+    /// A cluster node's bus port (by default `port + 10000`, which falls
+    /// in the kernel's ephemeral range and may be taken), reserved too.
+    bus: Option<ports::Reserved>,
     dir: PathBuf,
     extra: Vec<String>,
     guardian: Option<(Child, ChildStdin)>,
@@ -98,6 +101,7 @@ impl PrivateRedis {
             port,
             _reserved: reserved,
             program: program.to_owned(),
+            bus: extra.contains(&"--cluster-enabled").then(ports::reserve),
             dir,
             extra: Vec::new(),
             guardian: None,
@@ -140,6 +144,9 @@ impl PrivateRedis {
             self.dir.display().to_string(),
         ];
         args.extend(self.extra.iter().cloned());
+        if let Some(bus) = &self.bus {
+            args.extend(["--cluster-port".to_owned(), bus.port.to_string()]);
+        }
         let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
         // The guardian shell runs the server and kills it as soon as its
         // stdin closes: when we drop it, or when this process dies.
