@@ -3,69 +3,23 @@
 //! binary from `valkey-server --cluster-enabled yes` (see
 //! `support/valkey_server.rs`) and `redis-cli --cluster create`.
 
+#[path = "support/cluster.rs"]
+mod cluster;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 #[path = "support/valkey_server.rs"]
 mod valkey_server;
 
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use idem::Store;
 use idem::key::RecordKey;
 use idem::store::{ClaimOutcome, Fence};
 use idem::{Idempotency, RedisStore};
-use redis_server::PrivateRedis;
-use tokio::sync::OnceCell;
 
 /// The cluster's node URLs. The servers live as long as the process.
 async fn nodes() -> Vec<String> {
-    static CLUSTER: OnceCell<Vec<String>> = OnceCell::const_new();
-    CLUSTER
-        .get_or_init(|| async { tokio::task::spawn_blocking(start_cluster).await.unwrap() })
-        .await
-        .clone()
-}
-
-fn start_cluster() -> Vec<String> {
-    let servers: Vec<PrivateRedis> = (0..3)
-        .map(|_| {
-            valkey_server::start(&["--cluster-enabled", "yes", "--cluster-node-timeout", "2000"])
-        })
-        .collect();
-    let addrs: Vec<String> = servers
-        .iter()
-        .map(|s| format!("127.0.0.1:{}", s.port))
-        .collect();
-    let status = Command::new("redis-cli")
-        .args(["--cluster", "create"])
-        .args(&addrs)
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("redis-cli not found: install redis-tools (Debian: apt-get install redis-tools)");
-    assert!(status.success(), "redis-cli --cluster create failed");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for addr in &addrs {
-        loop {
-            let info = Command::new("redis-cli")
-                .args(["-u", &format!("redis://{addr}"), "cluster", "info"])
-                .output()
-                .unwrap();
-            if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the cluster did not become ready"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    let urls = servers.iter().map(|s| s.url()).collect();
-    // The guardians stop the servers when this process exits.
-    std::mem::forget(servers);
-    urls
+    cluster::nodes(valkey_server::start).await
 }
 
 // Without the takeover cases, as on Redis (tests/redis.rs says why).

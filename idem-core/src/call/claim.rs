@@ -12,7 +12,7 @@ use crate::cache::LocalCache;
 use crate::observe::{Outcome as Observed, Step};
 use crate::record::{self, Outcome};
 use crate::renewal;
-use crate::{Claim, ClaimOutcome, Error, ErrorPolicy, Fingerprint, StepId, Store};
+use crate::{Claim, ClaimOutcome, Error, ErrorPolicy, Fingerprint, StepId, Store, StoreError};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_millis(250);
@@ -47,20 +47,7 @@ impl<P> Call<P> {
             let answer = store.claim(&self.key, claim).await;
             site.store_step(Step::Claim, sent);
             let (fingerprint, retry_after) = match answer {
-                Err(err) => {
-                    tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");
-                    // `testing::probe` refuses every claim: its handle notes
-                    // the scope here, off the path of a won claim.
-                    #[cfg(feature = "testing")]
-                    if let Some(seen) = &self.idem.inner.probed {
-                        seen.scope(&self.scope);
-                    }
-                    if let Some(owned) = on_drop {
-                        renewal::release_if_applied(owned, self.key, claim.token, claim.lease);
-                    }
-                    let err = Failed::Idem(Error::Store(err));
-                    return Err(self.ended(span, Observed::StoreError, Err(err)));
-                }
+                Err(err) => return Err(self.claim_failed(err, on_drop, claim, span)),
                 Ok(ClaimOutcome::Won { took_over, steps }) => {
                     tracing::debug!(scope = %self.scope, key = %self.key.short(), took_over, steps = steps.len(), "idem: claimed");
                     if took_over {
@@ -106,6 +93,32 @@ impl<P> Call<P> {
             backoff = (backoff * 2).min(MAX_BACKOFF);
             sent = Instant::now();
         }
+    }
+
+    /// A claim the store did not answer: the body does not run, and a
+    /// claim that may have been applied is released in the background.
+    fn claim_failed<T, E>(
+        &self,
+        err: StoreError,
+        on_drop: Option<&Arc<dyn Store>>,
+        claim: &Claim,
+        span: &tracing::Span,
+    ) -> Ran<T, E> {
+        tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");
+        // `testing::probe` refuses every claim: its handle notes the scope
+        // here, off the path of a won claim.
+        #[cfg(feature = "testing")]
+        if let Some(seen) = &self.idem.inner.probed {
+            seen.scope(&self.scope);
+        }
+        if let Some(owned) = on_drop {
+            renewal::release_if_applied(owned, self.key, claim.token, claim.lease);
+        }
+        self.ended(
+            span,
+            Observed::StoreError,
+            Err(Failed::Idem(Error::Store(err))),
+        )
     }
 
     pub(super) fn mismatch(&self) -> Error {
