@@ -42,16 +42,16 @@ impl Outcome {
     }
 }
 
-/// A store step, timed in `idem_store_seconds{step}`.
+/// A store operation, timed in `idem_store_seconds{op}`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Step {
+pub(crate) enum Op {
     Claim,
     Complete,
     Release,
     Renew,
 }
 
-const STEPS: [&str; 4] = ["claim", "complete", "release", "renew"];
+const OPS: [&str; 4] = ["claim", "complete", "release", "renew"];
 
 /// The metric names, as listed in README.md.
 pub(crate) const CALLS: &str = "idem_calls_total";
@@ -67,7 +67,7 @@ pub(crate) const WAITS: &str = "idem_waits_total";
 #[doc(hidden)]
 pub struct SiteLabels {
     by_outcome: [[Label; 2]; 8],
-    by_step: [[Label; 2]; 4],
+    by_op: [[Label; 2]; 4],
     scope: [Label; 1],
 }
 
@@ -83,8 +83,8 @@ impl SiteLabels {
         const fn outcome(name: &'static str, i: usize) -> [Label; 2] {
             pair(name, "outcome", OUTCOMES[i])
         }
-        const fn step(name: &'static str, i: usize) -> [Label; 2] {
-            pair(name, "step", STEPS[i])
+        const fn op(name: &'static str, i: usize) -> [Label; 2] {
+            pair(name, "op", OPS[i])
         }
         Self {
             by_outcome: [
@@ -97,7 +97,7 @@ impl SiteLabels {
                 outcome(name, 6),
                 outcome(name, 7),
             ],
-            by_step: [step(name, 0), step(name, 1), step(name, 2), step(name, 3)],
+            by_op: [op(name, 0), op(name, 1), op(name, 2), op(name, 3)],
             scope: [Label::from_static_parts("scope", name)],
         }
     }
@@ -153,7 +153,7 @@ impl CallSite {
     #[doc(hidden)]
     pub const fn new(name: &'static str, labels: &'static SiteLabels) -> Self {
         let calls = &labels.by_outcome;
-        let steps = &labels.by_step;
+        let ops = &labels.by_op;
         Self {
             name,
             calls: [
@@ -167,10 +167,10 @@ impl CallSite {
                 Key::from_static_parts(CALLS, &calls[7]),
             ],
             store_seconds: [
-                Key::from_static_parts(STORE_SECONDS, &steps[0]),
-                Key::from_static_parts(STORE_SECONDS, &steps[1]),
-                Key::from_static_parts(STORE_SECONDS, &steps[2]),
-                Key::from_static_parts(STORE_SECONDS, &steps[3]),
+                Key::from_static_parts(STORE_SECONDS, &ops[0]),
+                Key::from_static_parts(STORE_SECONDS, &ops[1]),
+                Key::from_static_parts(STORE_SECONDS, &ops[2]),
+                Key::from_static_parts(STORE_SECONDS, &ops[3]),
             ],
             takeovers: Key::from_static_parts(TAKEOVERS, &labels.scope),
             reconciled: Key::from_static_parts(RECONCILED, &labels.scope),
@@ -189,11 +189,11 @@ impl CallSite {
         increment(&self.calls[outcome as usize]);
     }
 
-    /// Times a store step sent at `sent`, as it ends.
-    pub(crate) fn store_step(&self, step: Step, sent: Instant) {
+    /// Times a store operation sent at `sent`, as it ends.
+    pub(crate) fn store_op(&self, op: Op, sent: Instant) {
         metrics::with_recorder(|recorder| {
             recorder
-                .register_histogram(&self.store_seconds[step as usize], &METADATA)
+                .register_histogram(&self.store_seconds[op as usize], &METADATA)
                 .record(Since(sent))
         });
     }
@@ -230,7 +230,7 @@ impl std::fmt::Debug for CallSite {
 
 /// The time since an instant, read off the clock only when a histogram
 /// takes it: the facade's no-op histogram (no recorder installed) never
-/// does, so a store step then costs no clock read at its end.
+/// does, so a store operation then costs no clock read at its end.
 struct Since(Instant);
 
 impl IntoF64 for Since {

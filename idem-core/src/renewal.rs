@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use crate::idempotency::Inner;
 use crate::key::ScopeText;
-use crate::observe::Step;
+use crate::observe::Op;
 use crate::{CallSite, Fence, RecordKey, Store, Token};
 
 /// The claims of one handle whose bodies are running, each renewed by the
@@ -298,7 +298,7 @@ async fn renew_all(task: Task) {
             let inner = Arc::clone(&inner);
             tokio::spawn(async move {
                 let renewal = &claim.renewal;
-                if !renew_step(inner.store.as_ref(), renewal).await {
+                if !renew_once(inner.store.as_ref(), renewal).await {
                     // Lost for good: renewing it again would only repeat
                     // the warning.
                     let claim_id = (renewal.key, renewal.token);
@@ -353,7 +353,7 @@ fn third(lease: Duration) -> Duration {
 async fn renew_every_third<S: Store + ?Sized>(store: &S, renewal: &Renewal) {
     loop {
         tokio::time::sleep(third(renewal.lease)).await;
-        if !renew_step(store, renewal).await {
+        if !renew_once(store, renewal).await {
             return;
         }
     }
@@ -361,7 +361,7 @@ async fn renew_every_third<S: Store + ?Sized>(store: &S, renewal: &Renewal) {
 
 /// One renewal, timed, counted and logged in the call's span; `false` once
 /// the claim is lost (a failed renewal is retried at the next turn).
-async fn renew_step<S: Store + ?Sized>(store: &S, renewal: &Renewal) -> bool {
+async fn renew_once<S: Store + ?Sized>(store: &S, renewal: &Renewal) -> bool {
     let Renewal {
         key,
         token,
@@ -373,7 +373,7 @@ async fn renew_step<S: Store + ?Sized>(store: &S, renewal: &Renewal) -> bool {
     let scope = scope.as_str();
     let sent = Instant::now();
     let answer = store.renew(&key, token, lease).await;
-    site.store_step(Step::Renew, sent);
+    site.store_op(Op::Renew, sent);
     match answer {
         Ok(Fence::Held) => {
             site.renewal();

@@ -164,7 +164,7 @@ impl ClaimOutcome {
     }
 }
 
-/// Whether a fenced step (complete, release, renew) found our claim.
+/// Whether a fenced operation (complete, release, renew) found our claim.
 ///
 /// The two ways of losing a claim are told apart so that the caller's
 /// [`Error::LeaseLost`](crate::Error) can say which happened; a store
@@ -173,7 +173,7 @@ impl ClaimOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fence {
-    /// The claim was still ours; the step took effect.
+    /// The claim was still ours; the operation took effect.
     Held,
     /// Another caller holds the key (it took over after our lease ran
     /// out) or has completed it; nothing changed.
@@ -184,7 +184,7 @@ pub enum Fence {
 }
 
 impl Fence {
-    /// Whether the step took effect.
+    /// Whether the operation took effect.
     ///
     /// ```
     /// assert!(idem::store::Fence::Held.is_held());

@@ -51,7 +51,7 @@ struct Shard {
     /// foldhash, not std's SipHash: the keys are SHA-256 digests, which a
     /// caller cannot aim at a bucket without knowing the map's random seed,
     /// and SipHash over 32 bytes cost more per call than the rest of the
-    /// store step (callgrind, see BENCHMARKS.md).
+    /// store operation (callgrind, see BENCHMARKS.md).
     entries: HashMap<RecordKey, Entry>,
     inserts: u32,
     steps: steps::Steps,

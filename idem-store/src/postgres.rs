@@ -1,4 +1,4 @@
-//! Records in PostgreSQL ([`PostgresStore`]): one statement, one round trip per step, expiry by
+//! Records in PostgreSQL ([`PostgresStore`]): one statement, one round trip per operation, expiry by
 //! the server's clock, and a transactional mode.
 
 mod admin;

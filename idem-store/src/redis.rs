@@ -1,4 +1,4 @@
-//! Records in Redis: one round trip per step, expiry by Redis itself.
+//! Records in Redis: one round trip per operation, expiry by Redis itself.
 //!
 //! One string per record, under `prefix` + the 32 bytes of the hashed key:
 //! `P` + token (16 bytes) + fingerprint (32) while in progress, `C` +
@@ -45,7 +45,7 @@ pub use builder::RedisStoreBuilder;
 /// Claim, complete, release and renew are each one round trip, atomic,
 /// with no window between a read and a write: the claim is a native
 /// `SET NX PX GET` (so Redis 7.0 or later, or Valkey) pipelined after a
-/// `PTTL`, and the fenced steps are each one `EVALSHA` (falling back to
+/// `PTTL`, and the fenced operations are each one `EVALSHA` (falling back to
 /// `EVAL` once if the script cache was flushed). On a server with native
 /// compare-and-set (Valkey ≥ 8.1, Redis ≥ 8.4; detected on connect and
 /// after a failed connection) completion, renewal and release are native

@@ -74,7 +74,7 @@ macro_rules! held {
     };
 }
 
-/// Whether anyone holds or completed the key, asked after a fenced step
+/// Whether anyone holds or completed the key, asked after a fenced operation
 /// found no claim of ours: to tell a takeover from an expired claim.
 const LIVE: &str = concat!(
     "SELECT 1 FROM idem_records WHERE key = ?1 AND expires_at > ",
@@ -292,7 +292,7 @@ impl SqliteStore {
         self.lost(key).await
     }
 
-    /// How a fenced step that found no claim of ours lost it.
+    /// How a fenced operation that found no claim of ours lost it.
     async fn lost(&self, key: &RecordKey) -> Result<Fence, StoreError> {
         let live = sqlx::query(LIVE)
             .bind(&key.as_bytes()[..])

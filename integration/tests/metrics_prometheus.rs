@@ -110,14 +110,14 @@ async fn counts_are_scraped_over_http_after_real_calls() {
     assert_eq!(sample(&text, "idem_waits_total", &["scope=\"busy\""]), 1.0);
     assert!(sample(&text, "idem_renewals_total", &["scope=\"busy\""]) >= 1.0);
 
-    // Latency per step: one claim per charge call (7), one completion per
+    // Latency per store operation: one claim per charge call (7), one completion per
     // run (3), as histograms.
-    let step = |step: &str| {
-        let step = format!("step=\"{step}\"");
-        sample(&text, "idem_store_seconds_count", &[charge, &step])
+    let op = |op: &str| {
+        let op = format!("op=\"{op}\"");
+        sample(&text, "idem_store_seconds_count", &[charge, &op])
     };
-    assert_eq!(step("claim"), 7.0);
-    assert_eq!(step("complete"), 3.0);
+    assert_eq!(op("claim"), 7.0);
+    assert_eq!(op("complete"), 3.0);
     assert!(text.contains("idem_store_seconds_bucket{"), "{text}");
 
     // Bounded labels: no tenant, no key.

@@ -1,4 +1,4 @@
-//! Each store step is one atomic round trip, pinned on the wire: a counting TCP proxy sits
+//! Each store operation is one atomic round trip, pinned on the wire: a counting TCP proxy sits
 //! between idem and a real Redis, a real PostgreSQL and a real MySQL (or
 //! MariaDB), and each kind of
 //! call must cost exactly: fresh key 2 turns (claim, complete), replay 1,

@@ -11,7 +11,7 @@
 //! | name | type | labels | what |
 //! | --- | --- | --- | --- |
 //! | `idem_calls_total` | counter | `scope`, `outcome` | calls, by how they ended: `ran` (the body ran; its `Err`s included), `replayed`, `in_progress`, `mismatch`, `lease_lost`, `store_error`, `codec_error`, `invalid` (an empty key or impossible settings) |
-//! | `idem_store_seconds` | histogram | `scope`, `step` | one store round trip, by `step`: `claim`, `complete`, `release`, `renew` |
+//! | `idem_store_seconds` | histogram | `scope`, `op` | one store operation (round trip), by `op`: `claim`, `complete`, `release`, `renew` |
 //! | `idem_takeovers_total` | counter | `scope` | claims won from a holder whose lease had run out |
 //! | `idem_reconciled_total` | counter | `scope` | takeovers answered by the call's reconcile (`Ok(Some(_))`): the body did not run |
 //! | `idem_renewals_total` | counter | `scope` | lease renewals that held |

@@ -66,7 +66,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! **One statement, one round trip per step.** claim is one call of the
+//! **One statement, one round trip per operation.** claim is one call of the
 //! claim function (a PL/pgSQL loop: read the row; if absent or expired,
 //! `INSERT … ON CONFLICT (key) DO UPDATE … WHERE expires_at <= now`; if a racing
 //! claimer won, read again), complete, release and renew are one fenced

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::{Call, Failed, Ran, Reported};
 use crate::cache::LocalCache;
-use crate::observe::{Outcome as Observed, Step};
+use crate::observe::{Outcome as Observed, Op};
 use crate::record::{self, Outcome};
 use crate::renewal;
 use crate::{Claim, ClaimOutcome, Error, ErrorPolicy, Fingerprint, StepId, Store, StoreError};
@@ -45,7 +45,7 @@ impl<P> Call<P> {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let answer = store.claim(&self.key, claim).await;
-            site.store_step(Step::Claim, sent);
+            site.store_op(Op::Claim, sent);
             let (fingerprint, retry_after) = match answer {
                 Err(err) => return Err(self.claim_failed(err, on_drop, claim, span)),
                 Ok(ClaimOutcome::Won { took_over, steps }) => {

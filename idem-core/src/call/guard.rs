@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::observe::Step;
+use crate::observe::Op;
 use crate::{CallSite, Fence, RecordKey, Store, Token};
 
 /// Releases the claim if the call ends without settling it: the body
@@ -44,7 +44,7 @@ impl<'s, S: Store + ?Sized> ClaimGuard<'s, S> {
         self.armed = false;
         let sent = Instant::now();
         release(self.store, &self.key, self.token).await;
-        self.site.store_step(Step::Release, sent);
+        self.site.store_op(Op::Release, sent);
     }
 
     /// The claim is settled from here on (by completion, or by its lease):

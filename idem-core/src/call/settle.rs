@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use super::guard::ClaimGuard;
 use super::{Call, Failed, Ran, Reported};
 use crate::cache::LocalCache;
-use crate::observe::{Outcome as Observed, Step};
+use crate::observe::{Outcome as Observed, Op};
 use crate::record::{self, Outcome};
 use crate::{CallSite, Error, ErrorPolicy, Fence, Store};
 
@@ -59,7 +59,7 @@ impl<P> Call<P> {
                 .store
                 .complete(&self.key, guard.token, &record, self.ttl)
                 .await;
-            self.site.store_step(Step::Complete, sent);
+            self.site.store_op(Op::Complete, sent);
             let (outcome, err) = match answer {
                 Ok(Fence::Held) => {
                     if let Some(cache) = cache {

@@ -51,7 +51,7 @@ pub(super) struct Sql {
     pub release_locked: String,
     pub purge: String,
     /// Whether anyone holds or completed a key: asked only after a fenced
-    /// step found no claim of ours, to tell a takeover from an expiry.
+    /// operation found no claim of ours, to tell a takeover from an expiry.
     pub live: String,
     pub steps: super::steps::StepsSql,
     /// Deletes the record under a key and its steps, whoever holds it.

@@ -111,7 +111,7 @@ impl PostgresStoreBuilder {
     /// How long a step (claim, complete, release, renew) waits for the
     /// server's answer before `Error::Store`. Default:
     /// [`DEFAULT_RESPONSE_TIMEOUT`] (5 s). The connection is closed after a
-    /// timeout; whether the step took effect is unknown (a claim then ends
+    /// timeout; whether the operation took effect is unknown (a claim then ends
     /// with its lease; a completion that did land is replayed).
     ///
     /// ```no_run

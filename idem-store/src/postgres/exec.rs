@@ -36,7 +36,7 @@ impl Answer for PgRow {
 pub(super) struct Affected(pub u64);
 
 impl Affected {
-    /// A fenced step's answer as its statement alone tells it: a row
+    /// A fenced operation's answer as its statement alone tells it: a row
     /// changed means the claim was ours.
     pub(super) fn fence(&self) -> Fence {
         if self.0 == 0 {
@@ -100,7 +100,7 @@ impl PostgresStore {
         }
     }
 
-    /// A fenced step's answer. When it found no claim of ours, one more
+    /// A fenced operation's answer. When it found no claim of ours, one more
     /// statement (on that rare path only) tells a takeover from an expiry.
     pub(super) async fn fence(
         &self,
@@ -127,7 +127,7 @@ impl PostgresStore {
             StoreError::new(
                 BACKEND,
                 format!(
-                    "PostgreSQL did not answer within {limit:?} (response_timeout): the server is stalled or unreachable; whether the step took effect is unknown, and its claim, if any, ends with its lease"
+                    "PostgreSQL did not answer within {limit:?} (response_timeout): the server is stalled or unreachable; whether the operation took effect is unknown, and its claim, if any, ends with its lease"
                 ),
             )
         })

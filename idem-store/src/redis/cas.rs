@@ -1,4 +1,4 @@
-//! The fenced steps with native compare-and-set (see `native.rs`): each
+//! The fenced operations with native compare-and-set (see `native.rs`): each
 //! one command, or a pipeline in one round trip, comparing the claim's
 //! whole value as the scripts compare its token. Each answers `None`
 //! when the server did not understand the command (an older server after a

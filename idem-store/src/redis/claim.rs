@@ -42,7 +42,7 @@ impl RedisStore {
         let redis_key = self.redis_key(key);
         let steps_key = self.steps_key(key);
         // With native compare-and-set the claim's value is kept, for the
-        // fenced steps to compare (see `native.rs`).
+        // fenced operations to compare (see `native.rs`).
         let mut kept = self.native.set_ifeq().then(Vec::new);
         let mut pipe = redis::Pipeline::with_capacity(4);
         pipe.add_command(command([b"PTTL".as_slice(), &redis_key]))

@@ -1,4 +1,4 @@
-//! The fenced steps: complete (sent once more after a lost connection),
+//! The fenced operations: complete (sent once more after a lost connection),
 //! release and renew, each one script, or one native command where the
 //! server has compare-and-set and this store kept the claim's value (see
 //! `native.rs`).

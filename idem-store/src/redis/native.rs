@@ -1,12 +1,12 @@
 //! Native compare-and-set: on Valkey ≥ 8.1 (`SET … IFEQ`), Valkey ≥ 9.0
 //! (`DELIFEQ`) and Redis ≥ 8.4 (`SET … IFEQ`, `DELEX … IFEQ`) the fenced
-//! steps compare the claim's whole value in a native command instead of
+//! operations compare the claim's whole value in a native command instead of
 //! running Lua, which costs the server several times a `SET`.
 //!
 //! The whole value is compared, and it holds more than the token (the
 //! fingerprint, the claim's time, the call site), so the store keeps the
 //! value of each claim it won until the claim is completed or released
-//! ([`Claims`]). A step whose claim value is not kept (a claim won by
+//! ([`Claims`]). An operation whose claim value is not kept (a claim won by
 //! another `RedisStore`, or before the server was detected) runs the
 //! script, with the same fencing.
 
@@ -37,7 +37,7 @@ pub(super) struct Native {
     claims: Mutex<HashMap<(RecordKey, Token), Vec<u8>>>,
 }
 
-/// How a native fenced step releases a claim.
+/// How a native fenced operation releases a claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Delete {
     IfEq,

@@ -1,10 +1,10 @@
-//! The Lua of the fenced steps (complete, release, renew; the step save
+//! The Lua of the fenced operations (complete, release, renew; the step save
 //! is in `steps.rs`) and how their answers read.
 
 use idem_core::store::Fence;
 use redis::Script;
 
-// The fenced steps compare the claim's token inside Redis, so they are Lua
+// The fenced operations compare the claim's token inside Redis, so they are Lua
 // (on a server without native compare-and-set, or for a claim whose value
 // this store did not keep: see `native.rs`);
 // the claim needs no comparison and is native (see `Store::claim` below).
@@ -49,7 +49,7 @@ return 0
 ";
 
 #[derive(Clone)]
-/// The fenced steps' scripts, each sent as `EVALSHA`.
+/// The fenced operations' scripts, each sent as `EVALSHA`.
 pub(super) struct Scripts {
     pub(super) complete: Script,
     pub(super) release: Script,

@@ -84,7 +84,7 @@ fn record_of(held: Vec<u8>) -> Bytes {
 pub(super) const CLAIM_AT: usize = 1 + 16 + 32;
 
 /// An in-progress value: `P`, token, fingerprint, then for listing only
-/// (`idem list`; the fenced steps read the first 49 bytes) the claim's
+/// (`idem list`; the fenced operations read the first 49 bytes) the claim's
 /// time in Unix milliseconds by the claimer's clock and the call site's
 /// name. Expiry never reads that time: it is Redis's `PX`. Written
 /// straight into the command that sends it; `now` is `unix_now()`.
