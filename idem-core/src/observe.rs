@@ -1,6 +1,6 @@
 //! Metrics (through the `metrics` facade) and the per-call `tracing` span.
 //!
-//! Every metric carries the call site's static name as its `scope` label,
+//! Every metric carries the call site's static name as its `site` label,
 //! never the scope a call was given (which may name a tenant) nor its key,
 //! so the number of series is bounded by the number of call sites. The
 //! metric keys of a site are built at compile time ([`CallSite`] in a
@@ -68,7 +68,7 @@ pub(crate) const WAITS: &str = "idem_waits_total";
 pub struct SiteLabels {
     by_outcome: [[Label; 2]; 8],
     by_op: [[Label; 2]; 4],
-    scope: [Label; 1],
+    site: [Label; 1],
 }
 
 impl SiteLabels {
@@ -76,7 +76,7 @@ impl SiteLabels {
     pub const fn new(name: &'static str) -> Self {
         const fn pair(name: &'static str, what: &'static str, value: &'static str) -> [Label; 2] {
             [
-                Label::from_static_parts("scope", name),
+                Label::from_static_parts("site", name),
                 Label::from_static_parts(what, value),
             ]
         }
@@ -98,16 +98,16 @@ impl SiteLabels {
                 outcome(name, 7),
             ],
             by_op: [op(name, 0), op(name, 1), op(name, 2), op(name, 3)],
-            scope: [Label::from_static_parts("scope", name)],
+            site: [Label::from_static_parts("site", name)],
         }
     }
 }
 
-/// The static identity of a call site: its name, the bounded `scope` label
+/// The static identity of a call site: its name, the bounded `site` label
 /// of its metrics. `#[idempotent]` makes one per function, named
 /// `module::path::fn_name`; a call made with the builder names its own
 /// with [`call_site!`](crate::call_site) and [`Call::site`](crate::Call::site),
-/// or is counted under [`CallSite::UNNAMED`] (`scope="unnamed"`).
+/// or is counted under [`CallSite::UNNAMED`] (`site="unnamed"`).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -115,7 +115,7 @@ impl SiteLabels {
 /// let tenant = "acme";
 /// let out: Result<u8, idem::Error> = idem
 ///     .call(&("payments", tenant), "order-1") // tenant in the scope: not a label
-///     .site(idem::call_site!("payments"))      // the label: scope="payments"
+///     .site(idem::call_site!("payments"))      // the label: site="payments"
 ///     .run(|| async { Ok(1) })
 ///     .await;
 /// assert_eq!(out.unwrap(), 1);
@@ -133,7 +133,7 @@ pub struct CallSite {
 }
 
 impl CallSite {
-    /// The site of builder calls that name none: `scope="unnamed"`.
+    /// The site of builder calls that name none: `site="unnamed"`.
     pub const UNNAMED: &'static CallSite = crate::call_site!("unnamed");
 
     /// A site named at run time, for integrations whose sites are known
@@ -172,15 +172,15 @@ impl CallSite {
                 Key::from_static_parts(STORE_SECONDS, &ops[2]),
                 Key::from_static_parts(STORE_SECONDS, &ops[3]),
             ],
-            takeovers: Key::from_static_parts(TAKEOVERS, &labels.scope),
-            reconciled: Key::from_static_parts(RECONCILED, &labels.scope),
-            renewals: Key::from_static_parts(RENEWALS, &labels.scope),
-            renewal_failures: Key::from_static_parts(RENEWAL_FAILURES, &labels.scope),
-            waits: Key::from_static_parts(WAITS, &labels.scope),
+            takeovers: Key::from_static_parts(TAKEOVERS, &labels.site),
+            reconciled: Key::from_static_parts(RECONCILED, &labels.site),
+            renewals: Key::from_static_parts(RENEWALS, &labels.site),
+            renewal_failures: Key::from_static_parts(RENEWAL_FAILURES, &labels.site),
+            waits: Key::from_static_parts(WAITS, &labels.site),
         }
     }
 
-    /// The site's name: the `scope` label of its metrics.
+    /// The site's name: the `site` label of its metrics.
     pub const fn name(&self) -> &'static str {
         self.name
     }
@@ -268,8 +268,8 @@ macro_rules! call_site {
 mod tests {
     use super::*;
 
-    fn scope_of(key: &Key) -> String {
-        let label = key.labels().find(|label| label.key() == "scope").unwrap();
+    fn site_of(key: &Key) -> String {
+        let label = key.labels().find(|label| label.key() == "site").unwrap();
         label.value().to_owned()
     }
 
@@ -278,18 +278,18 @@ mod tests {
         let named = crate::call_site!(concat!(module_path!(), "::", "charge"));
         assert_eq!(named.name(), "idem_core::observe::tests::charge");
         for key in named.calls.iter().chain(&named.store_seconds) {
-            assert_eq!(scope_of(key), named.name());
+            assert_eq!(site_of(key), named.name());
         }
         assert_eq!(
-            scope_of(&named.calls[Outcome::Mismatch as usize]),
+            site_of(&named.calls[Outcome::Mismatch as usize]),
             named.name()
         );
-        assert_eq!(scope_of(&CallSite::UNNAMED.calls[0]), "unnamed");
+        assert_eq!(site_of(&CallSite::UNNAMED.calls[0]), "unnamed");
         assert_ne!(named.calls[0], CallSite::UNNAMED.calls[0]);
         let runtime = metrics::Key::from_parts(
             CALLS,
             vec![
-                Label::new("scope", named.name()),
+                Label::new("site", named.name()),
                 Label::new("outcome", "ran"),
             ],
         );

@@ -92,23 +92,23 @@ async fn counts_are_scraped_over_http_after_real_calls() {
     assert_eq!(holder.await.unwrap().unwrap(), 5);
 
     let text = scrape(addr).await;
-    let charge = "scope=\"metrics_prometheus::example::charge\"";
-    let calls = |scope: &str, outcome: &str| {
+    let charge = "site=\"metrics_prometheus::example::charge\"";
+    let calls = |site: &str, outcome: &str| {
         sample(
             &text,
             "idem_calls_total",
-            &[scope, &format!("outcome=\"{outcome}\"")],
+            &[site, &format!("outcome=\"{outcome}\"")],
         )
     };
     assert_eq!(calls(charge, "ran"), 3.0);
     assert_eq!(calls(charge, "replayed"), 3.0);
     assert_eq!(calls(charge, "mismatch"), 1.0);
-    assert_eq!(calls("scope=\"refunds\"", "ran"), 1.0);
-    assert_eq!(calls("scope=\"busy\"", "ran"), 1.0);
-    assert_eq!(calls("scope=\"busy\"", "in_progress"), 1.0);
-    assert_eq!(calls("scope=\"busy\"", "replayed"), 1.0);
-    assert_eq!(sample(&text, "idem_waits_total", &["scope=\"busy\""]), 1.0);
-    assert!(sample(&text, "idem_renewals_total", &["scope=\"busy\""]) >= 1.0);
+    assert_eq!(calls("site=\"refunds\"", "ran"), 1.0);
+    assert_eq!(calls("site=\"busy\"", "ran"), 1.0);
+    assert_eq!(calls("site=\"busy\"", "in_progress"), 1.0);
+    assert_eq!(calls("site=\"busy\"", "replayed"), 1.0);
+    assert_eq!(sample(&text, "idem_waits_total", &["site=\"busy\""]), 1.0);
+    assert!(sample(&text, "idem_renewals_total", &["site=\"busy\""]) >= 1.0);
 
     // Latency per store operation: one claim per charge call (7), one completion per
     // run (3), as histograms.

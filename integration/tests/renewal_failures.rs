@@ -60,7 +60,7 @@ async fn a_renewal_that_fails_is_reported_while_the_body_runs() {
                         let failures = sample(
                             &metrics.render(),
                             "idem_renewal_failures_total",
-                            "scope=\"renewal_down\"",
+                            "site=\"renewal_down\"",
                         );
                         if warned && failures >= 1.0 {
                             break;

@@ -10,22 +10,22 @@
 //!
 //! | name | type | labels | what |
 //! | --- | --- | --- | --- |
-//! | `idem_calls_total` | counter | `scope`, `outcome` | calls, by how they ended: `ran` (the body ran; its `Err`s included), `replayed`, `in_progress`, `mismatch`, `lease_lost`, `store_error`, `codec_error`, `invalid` (an empty key or impossible settings) |
-//! | `idem_store_seconds` | histogram | `scope`, `op` | one store operation (round trip), by `op`: `claim`, `complete`, `release`, `renew` |
-//! | `idem_takeovers_total` | counter | `scope` | claims won from a holder whose lease had run out |
-//! | `idem_reconciled_total` | counter | `scope` | takeovers answered by the call's reconcile (`Ok(Some(_))`): the body did not run |
-//! | `idem_renewals_total` | counter | `scope` | lease renewals that held |
-//! | `idem_renewal_failures_total` | counter | `scope` | lease renewals that did not hold, counted as they happen while the body runs: the store failed (retried at the next third of the lease) or answered that the claim is lost; each also logs a `WARN` event in the call's span |
-//! | `idem_waits_total` | counter | `scope` | calls that waited (`wait`) for another caller's result |
+//! | `idem_calls_total` | counter | `site`, `outcome` | calls, by how they ended: `ran` (the body ran; its `Err`s included), `replayed`, `in_progress`, `mismatch`, `lease_lost`, `store_error`, `codec_error`, `invalid` (an empty key or impossible settings) |
+//! | `idem_store_seconds` | histogram | `site`, `op` | one store operation (round trip), by `op`: `claim`, `complete`, `release`, `renew` |
+//! | `idem_takeovers_total` | counter | `site` | claims won from a holder whose lease had run out |
+//! | `idem_reconciled_total` | counter | `site` | takeovers answered by the call's reconcile (`Ok(Some(_))`): the body did not run |
+//! | `idem_renewals_total` | counter | `site` | lease renewals that held |
+//! | `idem_renewal_failures_total` | counter | `site` | lease renewals that did not hold, counted as they happen while the body runs: the store failed (retried at the next third of the lease) or answered that the claim is lost; each also logs a `WARN` event in the call's span |
+//! | `idem_waits_total` | counter | `site` | calls that waited (`wait`) for another caller's result |
 //!
-//! `scope` is bounded: it is the call site's static name, never the scope a
+//! `site` is bounded: it is the call site's static name, never the scope a
 //! call was given (which may carry a tenant) nor a key. For `#[idempotent]`
 //! it is the function's path (`my_app::billing::charge`), whatever its
-//! `scope = …` expression. A builder call is counted under `scope="unnamed"`
+//! `scope = …` expression. A builder call is counted under `site="unnamed"`
 //! unless it names its site: `.site(idem::call_site!("payments"))`
 //! ([`call_site!`](crate::call_site))
 //! (a `&'static str`, built at compile time). The HTTP layer's calls are
-//! `unnamed` for now.
+//! named `METHOD /route`.
 //!
 //! `integration/examples/prometheus_metrics.rs` serves them with
 //! `metrics-exporter-prometheus` (`cargo run -p idem-integration --example

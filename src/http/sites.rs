@@ -1,5 +1,5 @@
 //! The call site of the layer's calls: `METHOD /route`, so `idem list`
-//! and the metrics' `scope` label name what a record is for.
+//! and the metrics' `site` label name what a record is for.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};

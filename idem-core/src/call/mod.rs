@@ -73,7 +73,7 @@ pub struct Call<P = ReleaseErrors> {
     /// Boxed: refusals are rare, and an `Error` inline would enlarge every
     /// call and every future that holds it.
     refused: Option<Box<Error>>,
-    /// The bounded `scope` label of this call's metrics.
+    /// The bounded `site` label of this call's metrics.
     site: &'static CallSite,
 }
 
