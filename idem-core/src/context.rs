@@ -9,11 +9,11 @@ use crate::key::ScopeText;
 use crate::{Fingerprint, RecordKey, StepId, Store, Token};
 
 tokio::task_local! {
-    static CURRENT: Running;
+    static CURRENT: CallContext;
 }
 
 /// What a running body's task knows of its call.
-pub(crate) struct Running {
+pub(crate) struct CallContext {
     pub key: RecordKey,
     /// Why steps are refused in this call, when they are: a borrowed store
     /// (`run_on`), which the body cannot reach, or one that does not
@@ -38,12 +38,12 @@ pub(crate) struct StepCall {
 
 /// `body` with `running` as its call: the task-local's own future, no
 /// async layer around it (which would hold `running` and `body` twice).
-pub(crate) fn scoped<F: Future>(running: Running, body: F) -> impl Future<Output = F::Output> {
+pub(crate) fn scoped<F: Future>(running: CallContext, body: F) -> impl Future<Output = F::Output> {
     CURRENT.scope(running, body)
 }
 
 /// Runs `f` on the running call, or returns `None` outside one.
-pub(crate) fn with_running<R>(f: impl FnOnce(&Running) -> R) -> Option<R> {
+pub(crate) fn with_running<R>(f: impl FnOnce(&CallContext) -> R) -> Option<R> {
     CURRENT.try_with(f).ok()
 }
 

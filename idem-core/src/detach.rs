@@ -14,19 +14,19 @@ use crate::{Call, Error, ErrorPolicy, Idempotency, StoreError};
 
 /// How many detached calls of one handle are running.
 #[derive(Debug)]
-pub(crate) struct Running(watch::Sender<usize>);
+pub(crate) struct DetachedCount(watch::Sender<usize>);
 
-impl Default for Running {
+impl Default for DetachedCount {
     fn default() -> Self {
-        Running(watch::Sender::new(0))
+        DetachedCount(watch::Sender::new(0))
     }
 }
 
 /// Counts one detached call for as long as it lives, panics included.
-struct Counted(Arc<Running>);
+struct Counted(Arc<DetachedCount>);
 
 impl Counted {
-    fn new(running: &Arc<Running>) -> Self {
+    fn new(running: &Arc<DetachedCount>) -> Self {
         running.0.send_modify(|n| *n += 1);
         Counted(Arc::clone(running))
     }
@@ -57,7 +57,7 @@ impl Idempotency {
     /// # }
     /// ```
     pub async fn drain(&self, timeout: Duration) -> usize {
-        let mut running = self.inner.running.0.subscribe();
+        let mut running = self.inner.detached.0.subscribe();
         let _ = tokio::time::timeout(timeout, running.wait_for(|n| *n == 0)).await;
         *running.borrow()
     }
@@ -84,7 +84,7 @@ impl Idempotency {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let counted = Counted::new(&self.inner.running);
+        let counted = Counted::new(&self.inner.detached);
         // A crash test counts the detached body's polls as the caller's.
         #[cfg(feature = "testing")]
         let future = crate::testing::polls::counted(future);

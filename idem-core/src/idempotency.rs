@@ -5,7 +5,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 
 use crate::cache::LocalCache;
-use crate::detach::Running;
+use crate::detach::DetachedCount;
 use crate::renewal::Renewer;
 use crate::{Call, Error, KeyPart, RecordKey, Store};
 
@@ -32,7 +32,7 @@ pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) max_record_bytes: usize,
     pub(crate) cache: Option<LocalCache>,
-    pub(crate) running: Arc<Running>,
+    pub(crate) detached: Arc<DetachedCount>,
     pub(crate) renewer: Renewer,
     /// Set only on `testing::probe`'s handle: where a call notes its scope.
     #[cfg(feature = "testing")]
@@ -182,7 +182,7 @@ impl IdempotencyBuilder {
                 store: self.store,
                 max_record_bytes: self.max_record_bytes,
                 cache: self.local_cache.and_then(LocalCache::new),
-                running: Arc::default(),
+                detached: Arc::default(),
                 renewer: Renewer::default(),
                 #[cfg(feature = "testing")]
                 probed: None,

@@ -56,7 +56,7 @@ struct OnRuntime {
     task: Option<u64>,
     /// foldhash: keyed by digests and random tokens, so a seeded fast hash
     /// is as safe here as SipHash, at a fraction of its cost per call.
-    running: HashMap<(RecordKey, Token), Running>,
+    running: HashMap<(RecordKey, Token), Renewing>,
     /// When the task means to wake next. A claim due earlier wakes it;
     /// any other waits, so a call costs no wake-up of the task and no
     /// scan of the other claims.
@@ -79,7 +79,7 @@ pub(crate) struct Renewal {
 
 /// A registered claim, keyed by its key and token (kept small: a call
 /// moves it into the map and out again).
-struct Running {
+struct Renewing {
     due: Instant,
     lease: Duration,
     scope: ScopeText,
@@ -129,7 +129,7 @@ impl Renewer {
                     runtimes.last_mut().expect("just pushed")
                 }
             };
-            let running = Running {
+            let running = Renewing {
                 due,
                 lease,
                 scope,

@@ -6,7 +6,7 @@ use std::pin::pin;
 use super::Call;
 use super::claim::Finished;
 use super::guard::ClaimGuard;
-use crate::context::{Running, StepCall};
+use crate::context::{CallContext, StepCall};
 use crate::key::ScopeText;
 use crate::renewal::{self, Renewal};
 use crate::{Claim, Store, Token};
@@ -72,7 +72,7 @@ impl<P> Call<P> {
         token: Token,
         finished: Finished,
         scope: Option<ScopeText>,
-    ) -> Running {
+    ) -> CallContext {
         let steps = match (guard.on_drop.clone(), scope) {
             (Some(store), Some(scope)) if store.records_steps() => Ok(StepCall {
                 store,
@@ -88,7 +88,7 @@ impl<P> Call<P> {
             (Some(_), _) => Err(crate::step::UNSUPPORTED),
             (None, _) => Err(crate::step::BORROWED),
         };
-        Running {
+        CallContext {
             key: self.key,
             steps,
         }
