@@ -40,7 +40,7 @@ pub(crate) fn record_json(info: &RecordInfo) -> Value {
         out["value"] = match decode_record_json(record) {
             Ok(parts) => {
                 let mut value = json!({
-                    "outcome": parts.outcome,
+                    "kind": parts.kind,
                     "version": parts.version,
                     "type": parts.type_name,
                     "json": parts.value,
@@ -82,14 +82,14 @@ pub(crate) fn record_text(info: &RecordInfo) -> String {
 /// headers and body, anything else with its escapes rendered.
 fn value_text(parts: &RecordParts) -> String {
     let mut out = format!(
-        "outcome      {}\nversion      {}\ntype         {}\n",
-        parts.outcome, parts.version, parts.type_name
+        "kind         {}\nversion      {}\ntype         {}\n",
+        parts.kind, parts.version, parts.type_name
     );
     match http::response(parts) {
         Some(response) => out += &response.to_text(),
         None => {
             let value = match &parts.value {
-                serde_json::Value::String(reason) if parts.outcome == "not_stored" => {
+                serde_json::Value::String(reason) if parts.kind == "not_stored" => {
                     reason.clone()
                 }
                 value => display_value(value),

@@ -144,7 +144,7 @@ async fn lists_inspects_counts_and_forgets(target: &[&str], idem: &Idempotency, 
 
     let inspected = idem_json(target, &["inspect", "--scope", scope, "--key", "o-1"]);
     assert_eq!(inspected["state"], "completed");
-    assert_eq!(inspected["value"]["outcome"], "ok");
+    assert_eq!(inspected["value"]["kind"], "ok");
     assert_eq!(
         inspected["value"]["json"],
         json!({ "order": "o-1", "cents": 1200 })

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::record::{self, Outcome};
+use crate::record::{self, Kind};
 use crate::{CodecError, Fingerprint, RecordKey, Store, StoreError};
 
 mod display;
@@ -212,7 +212,7 @@ pub trait Admin: Store {
 pub struct RecordParts {
     /// `ok` (the function's value), `err` (a stored error) or `not_stored`
     /// (the body ran; its result could not be stored).
-    pub outcome: &'static str,
+    pub kind: &'static str,
     /// The value's version (0 unless the function sets one).
     pub version: u32,
     /// The name of the type stored, as written (for people, not checks).
@@ -245,16 +245,16 @@ pub struct RecordParts {
 /// ```
 pub fn decode_record_json(bytes: &[u8]) -> Result<RecordParts, CodecError> {
     let parsed = record::parse(bytes)?;
-    let (outcome, value) = match parsed.outcome {
-        Outcome::Ok => ("ok", raw_json(&parsed)?),
-        Outcome::Err => ("err", raw_json(&parsed)?),
-        Outcome::NotStored => (
+    let (kind, value) = match parsed.kind {
+        Kind::Ok => ("ok", raw_json(&parsed)?),
+        Kind::Err => ("err", raw_json(&parsed)?),
+        Kind::NotStored => (
             "not_stored",
             serde_json::Value::String(parsed.not_stored().to_string()),
         ),
     };
     Ok(RecordParts {
-        outcome,
+        kind,
         version: parsed.version,
         type_name: parsed.type_name.to_owned(),
         value,
@@ -279,7 +279,7 @@ fn raw_json(parsed: &record::Parsed<'_>) -> Result<serde_json::Value, CodecError
 /// assert_eq!(back, (7, "ok".to_owned()));
 /// ```
 pub fn encode_record<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
-    record::encode(Outcome::Ok, value, usize::MAX)
+    record::encode(Kind::Ok, value, usize::MAX)
 }
 
 /// Decodes a stored record's `Ok` value as `T`, as a replay would; a
@@ -294,9 +294,9 @@ pub fn encode_record<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, CodecErr
 /// ```
 pub fn decode_record<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     let parsed = record::parse(bytes)?;
-    match parsed.outcome {
-        Outcome::Ok => parsed.decode(),
-        Outcome::NotStored => Err(parsed.not_stored()),
-        Outcome::Err => Err(CodecError::ErrorNotReplayable(parsed.type_name.to_owned())),
+    match parsed.kind {
+        Kind::Ok => parsed.decode(),
+        Kind::NotStored => Err(parsed.not_stored()),
+        Kind::Err => Err(CodecError::ErrorNotReplayable(parsed.type_name.to_owned())),
     }
 }

@@ -4,7 +4,7 @@
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::CodecError;
-use crate::record::{self, Outcome};
+use crate::record::{self, Kind};
 
 /// Decides, per error, whether it is stored and replayed or released.
 ///
@@ -133,7 +133,7 @@ pub(crate) fn encode_error<E: Serialize + DeserializeOwned>(
     error: &E,
     limit: usize,
 ) -> Result<Vec<u8>, CodecError> {
-    record::encode_replayable(Outcome::Err, error, limit)
+    record::encode_replayable(Kind::Err, error, limit)
 }
 
 /// A stored error, decoded from its record.

@@ -1,10 +1,10 @@
-//! The stored record: format version, outcome, the value's version, its
+//! The stored record: format version, kind, the value's version, its
 //! type's name, the value.
 //!
-//! Layout (format 3): `[3, outcome, version: u32 BE, name_len, name…,
+//! Layout (format 3): `[3, kind, version: u32 BE, name_len, name…,
 //! value…]`, the value in the extended JSON of [`json_ext`]. Still read:
 //! format 2, the same layout with the value in plain serde_json, and
-//! format 1, which had no version: `[1, outcome, name_len, name…, json…]`.
+//! format 1, which had no version: `[1, kind, name_len, name…, json…]`.
 //!
 //! Why extended JSON: plain JSON writes `Some(None)` as `None`, NaN and
 //! infinities as `null` (which then fails to decode as a float on every
@@ -43,24 +43,24 @@ const FORMAT_1: u8 = 1;
 const OK: u8 = 0;
 const ERR: u8 = 1;
 const NOT_STORED: u8 = 2;
-/// Format, outcome, version, name length.
+/// Format, kind, version, name length.
 const HEADER: usize = 7;
 
 /// Whether a record holds the function's `Ok` value, a stored `Err`, or
 /// says that the body ran but its result could not be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub(crate) enum Kind {
     Ok,
     Err,
     NotStored,
 }
 
 pub(crate) fn encode<T: Serialize>(
-    outcome: Outcome,
+    kind: Kind,
     value: &T,
     limit: usize,
 ) -> Result<Vec<u8>, CodecError> {
-    encode_shaped(outcome, value, limit).map(|(record, _)| record)
+    encode_shaped(kind, value, limit).map(|(record, _)| record)
 }
 
 /// [`encode`], refusing a value that encodes but would not decode as its
@@ -70,11 +70,11 @@ pub(crate) fn encode<T: Serialize>(
 /// serde reads through a buffer without 128-bit integers. Only a value
 /// holding a 128-bit integer is decoded here.
 pub(crate) fn encode_replayable<T: Serialize + DeserializeOwned>(
-    outcome: Outcome,
+    kind: Kind,
     value: &T,
     limit: usize,
 ) -> Result<Vec<u8>, CodecError> {
-    let (record, shape) = encode_shaped(outcome, value, limit)?;
+    let (record, shape) = encode_shaped(kind, value, limit)?;
     if shape.has_128 {
         let parsed = parse(&record)?;
         if let Err(source) = json_ext::from_slice::<T>(parsed.payload) {
@@ -88,14 +88,14 @@ pub(crate) fn encode_replayable<T: Serialize + DeserializeOwned>(
 }
 
 fn encode_shaped<T: Serialize>(
-    outcome: Outcome,
+    kind: Kind,
     value: &T,
     limit: usize,
 ) -> Result<(Vec<u8>, json_ext::Shape), CodecError> {
     let name = type_name::<T>();
     let mut out = Vec::with_capacity(64);
     out.push(FORMAT);
-    out.push(outcome.byte());
+    out.push(kind.byte());
     out.extend_from_slice(&0u32.to_be_bytes());
     out.push(name.len() as u8);
     out.extend_from_slice(name.as_bytes());
@@ -134,12 +134,12 @@ pub(crate) fn set_version(record: &mut [u8], version: u32) {
     }
 }
 
-impl Outcome {
+impl Kind {
     fn byte(self) -> u8 {
         match self {
-            Outcome::Ok => OK,
-            Outcome::Err => ERR,
-            Outcome::NotStored => NOT_STORED,
+            Kind::Ok => OK,
+            Kind::Err => ERR,
+            Kind::NotStored => NOT_STORED,
         }
     }
 }
@@ -156,7 +156,7 @@ pub(crate) fn not_stored(reason: &str) -> Vec<u8> {
 /// A record split into its parts, before the value is decoded.
 pub(crate) struct Parsed<'a> {
     format: u8,
-    pub outcome: Outcome,
+    pub kind: Kind,
     /// The value's version (0 unless the function sets one).
     pub version: u32,
     pub type_name: &'a str,
@@ -182,11 +182,11 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
         FORMAT_1 => (0, 2),
         other => return Err(CodecError::Format(other)),
     };
-    let outcome = match bytes.get(1) {
-        Some(&OK) => Outcome::Ok,
-        Some(&ERR) => Outcome::Err,
-        Some(&NOT_STORED) => Outcome::NotStored,
-        Some(_) => return Err(CodecError::Corrupt("unknown outcome byte")),
+    let kind = match bytes.get(1) {
+        Some(&OK) => Kind::Ok,
+        Some(&ERR) => Kind::Err,
+        Some(&NOT_STORED) => Kind::NotStored,
+        Some(_) => return Err(CodecError::Corrupt("unknown kind byte")),
         None => return Err(short()),
     };
     let name_len = usize::from(*bytes.get(name_at).ok_or_else(short)?);
@@ -197,7 +197,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
         std::str::from_utf8(name).map_err(|_| CodecError::Corrupt("type name is not UTF-8"))?;
     Ok(Parsed {
         format,
-        outcome,
+        kind,
         version,
         type_name,
         payload: &bytes[name_at + 1 + name_len..],
@@ -265,21 +265,21 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let bytes = encode(Outcome::Ok, &vec![1u8, 2], 1024).unwrap();
+        let bytes = encode(Kind::Ok, &vec![1u8, 2], 1024).unwrap();
         let parsed = parse(&bytes).unwrap();
-        assert_eq!(parsed.outcome, Outcome::Ok);
+        assert_eq!(parsed.kind, Kind::Ok);
         assert_eq!(parsed.decode::<Vec<u8>>().unwrap(), vec![1, 2]);
     }
 
     #[test]
     fn the_same_shape_under_another_name_decodes() {
-        let bytes = encode(Outcome::Ok, &7u32, 1024).unwrap();
+        let bytes = encode(Kind::Ok, &7u32, 1024).unwrap();
         assert_eq!(parse(&bytes).unwrap().decode::<u64>().unwrap(), 7);
     }
 
     #[test]
     fn another_shape_is_refused_with_both_names() {
-        let bytes = encode(Outcome::Ok, &"seven", 1024).unwrap();
+        let bytes = encode(Kind::Ok, &"seven", 1024).unwrap();
         let err = parse(&bytes).unwrap().decode::<u64>().unwrap_err();
         let text = err.to_string();
         assert!(text.contains("str") && text.contains("u64"), "{text}");
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn versions_are_kept_and_checked() {
-        let mut bytes = encode(Outcome::Ok, &7u32, 1024).unwrap();
+        let mut bytes = encode(Kind::Ok, &7u32, 1024).unwrap();
         set_version(&mut bytes, 3);
         let parsed = parse(&bytes).unwrap();
         assert_eq!(parsed.version, 3);
@@ -326,11 +326,11 @@ mod tests {
 
     #[test]
     fn format_3_keeps_what_json_loses() {
-        let bytes = encode(Outcome::Ok, &Some(None::<u8>), 1024).unwrap();
+        let bytes = encode(Kind::Ok, &Some(None::<u8>), 1024).unwrap();
         assert_eq!(bytes[0], 3);
         let parsed = parse(&bytes).unwrap();
         assert_eq!(parsed.decode::<Option<Option<u8>>>().unwrap(), Some(None));
-        let bytes = encode(Outcome::Err, &f64::NAN, 1024).unwrap();
+        let bytes = encode(Kind::Err, &f64::NAN, 1024).unwrap();
         assert!(parse(&bytes).unwrap().decode::<f64>().unwrap().is_nan());
     }
 
@@ -344,7 +344,7 @@ mod tests {
         ));
         assert!(matches!(parse(&[2, 0, 0, 0]), Err(CodecError::Corrupt(_))));
         assert!(matches!(parse(&[1, 7, 0]), Err(CodecError::Corrupt(_))));
-        let mut bytes = encode(Outcome::Ok, &String::from("hello"), 1024).unwrap();
+        let mut bytes = encode(Kind::Ok, &String::from("hello"), 1024).unwrap();
         bytes.truncate(bytes.len() - 2);
         assert!(matches!(
             parse(&bytes).unwrap().decode::<String>(),
@@ -360,18 +360,18 @@ mod tests {
             Cents { n: u128 },
         }
         for n in [7, u128::MAX] {
-            let err = encode_replayable(Outcome::Ok, &Untagged::Cents { n }, 1024).unwrap_err();
+            let err = encode_replayable(Kind::Ok, &Untagged::Cents { n }, 1024).unwrap_err();
             assert!(matches!(err, CodecError::Unreplayable { .. }), "{err}");
             // Without the check it would be stored, and never replay.
-            let stored = encode(Outcome::Ok, &Untagged::Cents { n }, 1024).unwrap();
+            let stored = encode(Kind::Ok, &Untagged::Cents { n }, 1024).unwrap();
             assert!(parse(&stored).unwrap().decode::<Untagged>().is_err());
         }
-        let plain = encode_replayable(Outcome::Ok, &(u128::MAX, -7i128), 1024).unwrap();
+        let plain = encode_replayable(Kind::Ok, &(u128::MAX, -7i128), 1024).unwrap();
         let back: (u128, i128) = parse(&plain).unwrap().decode().unwrap();
         assert_eq!(back, (u128::MAX, -7));
         let deep =
             (0..=json_ext::MAX_DEPTH).fold(serde_json::json!(1), |v, _| serde_json::json!([v]));
-        let err = encode_replayable(Outcome::Ok, &deep, usize::MAX).unwrap_err();
+        let err = encode_replayable(Kind::Ok, &deep, usize::MAX).unwrap_err();
         assert!(
             matches!(err, CodecError::TooDeep { depth, limit } if depth == limit + 1),
             "{err}"
@@ -380,7 +380,7 @@ mod tests {
 
     #[test]
     fn oversized_values_are_refused() {
-        let err = encode(Outcome::Ok, &"x".repeat(100), 50).unwrap_err();
+        let err = encode(Kind::Ok, &"x".repeat(100), 50).unwrap_err();
         assert!(matches!(err, CodecError::TooLarge { limit: 50, .. }));
     }
 
@@ -389,7 +389,7 @@ mod tests {
         // `u8`: 7 header bytes, 2 of name, at least 1 of value.
         assert!(!has_room::<u8>(9));
         assert!(has_room::<u8>(10));
-        assert!(encode(Outcome::Ok, &7u8, 10).is_ok());
-        assert!(encode(Outcome::Ok, &7u8, 9).is_err());
+        assert!(encode(Kind::Ok, &7u8, 10).is_ok());
+        assert!(encode(Kind::Ok, &7u8, 9).is_err());
     }
 }

@@ -8,7 +8,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::context::{self, StepCall};
 use crate::key::{self, KeyPart};
-use crate::record::{self, Outcome};
+use crate::record::{self, Kind};
 use crate::{Error, Fence, Fingerprint, RecordKey};
 
 tokio::task_local! {
@@ -268,7 +268,7 @@ impl Drop for Entered {
 
 /// A step's value as saved: the call's fingerprint, then the record.
 fn encoded<T: Serialize>(value: &T, call: &Prepared) -> Result<Vec<u8>, crate::CodecError> {
-    let mut record = record::encode(Outcome::Ok, value, call.limit)?;
+    let mut record = record::encode(Kind::Ok, value, call.limit)?;
     record::set_version(&mut record, call.version);
     let mut bytes = Vec::with_capacity(32 + record.len());
     bytes.extend_from_slice(call.fingerprint.as_bytes());
@@ -311,7 +311,7 @@ fn replay<T: DeserializeOwned>(
         "step value shorter than its header",
     ))?;
     let parsed = record::parse(record)?;
-    if parsed.outcome == Outcome::NotStored {
+    if parsed.kind == Kind::NotStored {
         return Err(crate::CodecError::StepNotStored {
             step: step(),
             reason: parsed.not_stored_reason(),

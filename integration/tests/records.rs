@@ -176,7 +176,7 @@ async fn corrupt_records_are_codec_errors() {
         ("truncated value", good[..good.len() - 3].to_vec()),
         ("unknown format byte", [&[9u8][..], &good[1..]].concat()),
         (
-            "unknown outcome byte",
+            "unknown kind byte",
             [&good[..1], &[7u8][..], &good[2..]].concat(),
         ),
     ];

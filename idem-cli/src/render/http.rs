@@ -20,7 +20,7 @@ enum Blob<'a> {
 /// The response `parts` holds, if the HTTP layer wrote it.
 pub(crate) fn response(parts: &RecordParts) -> Option<Response<'_>> {
     // The layer's stored type, by name: `…::http::stored::Kept`.
-    if parts.outcome != "ok" || !parts.type_name.ends_with("::http::stored::Kept") {
+    if parts.kind != "ok" || !parts.type_name.ends_with("::http::stored::Kept") {
         return None;
     }
     let value = parts.value.as_object()?;

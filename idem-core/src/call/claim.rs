@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::{Call, Failed, Ran, Reported};
 use crate::cache::LocalCache;
 use crate::observe::{Outcome as Observed, Op};
-use crate::record::{self, Outcome};
+use crate::record::{self, Kind};
 use crate::renewal;
 use crate::{Claim, ClaimOutcome, Error, ErrorPolicy, Fingerprint, StepId, Store, StoreError};
 
@@ -164,12 +164,12 @@ impl<P> Call<P> {
         T: DeserializeOwned,
         P: ErrorPolicy<E>,
     {
-        let decoded = record::parse(record).and_then(|parsed| match parsed.outcome {
-            Outcome::Ok => {
+        let decoded = record::parse(record).and_then(|parsed| match parsed.kind {
+            Kind::Ok => {
                 parsed.check_version(self.version)?;
                 parsed.decode().map(Ok)
             }
-            Outcome::Err => {
+            Kind::Err => {
                 parsed.check_version(self.version)?;
                 let error = self.policy.decode(record)?;
                 Ok(Err(Failed::Body {
@@ -177,7 +177,7 @@ impl<P> Call<P> {
                     stored: true,
                 }))
             }
-            Outcome::NotStored => Err(parsed.not_stored()),
+            Kind::NotStored => Err(parsed.not_stored()),
         });
         decoded.map_err(|err| {
             tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: stored record not decodable");

@@ -8,7 +8,7 @@ use super::guard::ClaimGuard;
 use super::{Call, Failed, Ran, Reported};
 use crate::cache::LocalCache;
 use crate::observe::{Outcome as Observed, Op};
-use crate::record::{self, Outcome};
+use crate::record::{self, Kind};
 use crate::{CallSite, Error, ErrorPolicy, Fence, Store};
 
 impl<P> Call<P> {
@@ -35,7 +35,7 @@ impl<P> Call<P> {
         async move {
             let limit = self.idem.inner.max_record_bytes;
             let record = match &result {
-                Ok(value) => record::encode_replayable(Outcome::Ok, value, limit),
+                Ok(value) => record::encode_replayable(Kind::Ok, value, limit),
                 Err(err) => match self.policy.record(err, limit) {
                     Some(record) => record,
                     None => {
