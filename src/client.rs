@@ -66,10 +66,10 @@
 mod attempt;
 mod backoff;
 mod error;
-mod key;
+mod new_key;
 mod middleware;
 mod retry;
 
 pub use error::DeadlineExceeded;
-pub use key::new_key;
+pub use new_key::new_key;
 pub use middleware::{DEFAULT_MAX_RETRIES, DEFAULT_MAX_RETRY_AFTER, IdempotencyMiddleware};

@@ -162,7 +162,7 @@
 mod answers;
 mod defaults;
 mod flights;
-mod key;
+mod idempotency_key;
 mod layer;
 mod principal;
 mod request;
@@ -177,8 +177,8 @@ mod versions;
 
 pub use defaults::{captured_by_default, stores_by_default};
 #[doc(inline)]
-pub use idem_core::http::{PROBLEM_TYPE_BASE, Problem};
-pub use key::{
+pub use idem_core::problem::{PROBLEM_TYPE_BASE, Problem};
+pub use idempotency_key::{
     IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, IDEMPOTENT_STORED, IdempotencyKey, MAX_KEY_BYTES,
 };
 pub use layer::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, IdempotencyLayer};

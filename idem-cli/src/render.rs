@@ -5,7 +5,7 @@ use std::time::Duration;
 use idem::admin::{RecordInfo, RecordParts, Stats, decode_record_json, display_value};
 use serde_json::{Value, json};
 
-mod http;
+mod response;
 
 /// A duration as people read it: `850ms`, `42s`, `3h 5m 2s`.
 pub(crate) fn human(duration: Duration) -> String {
@@ -45,7 +45,7 @@ pub(crate) fn record_json(info: &RecordInfo) -> Value {
                     "type": parts.type_name,
                     "json": parts.value,
                 });
-                if let Some(response) = http::response(&parts) {
+                if let Some(response) = response::response(&parts) {
                     value["response"] = response.to_json();
                 }
                 value
@@ -85,7 +85,7 @@ fn value_text(parts: &RecordParts) -> String {
         "kind         {}\nversion      {}\ntype         {}\n",
         parts.kind, parts.version, parts.type_name
     );
-    match http::response(parts) {
+    match response::response(parts) {
         Some(response) => out += &response.to_text(),
         None => {
             let value = match &parts.value {

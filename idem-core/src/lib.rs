@@ -26,7 +26,7 @@ mod error;
 pub mod fingerprint;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub mod http;
+pub mod problem;
 mod idempotency;
 pub mod key;
 mod observe;

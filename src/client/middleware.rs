@@ -12,7 +12,7 @@ use tracing::Instrument as _;
 use crate::client::DeadlineExceeded;
 use crate::client::attempt::{self, Then};
 use crate::client::backoff::Backoff;
-use crate::client::key::{IDEMPOTENCY_KEY, header_value, key_hash, new_key};
+use crate::client::new_key::{IDEMPOTENCY_KEY, header_value, key_hash, new_key};
 use crate::client::retry;
 
 /// Retries by default after the first attempt.

@@ -24,7 +24,7 @@ use crate::http::layer::Config;
 use crate::http::scope::{HttpScope, fingerprint};
 use crate::http::stored::{Head, Kept, StoredResponse};
 use crate::http::tee::{Captured, Tail, tee};
-use crate::http::{IDEMPOTENT_STORED, IdempotencyKey, Problem, key};
+use crate::http::{IDEMPOTENT_STORED, IdempotencyKey, Problem, idempotency_key};
 use crate::{Error, Reported};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -92,7 +92,7 @@ async fn prepare(
     let key = match IdempotencyKey::from_headers(request.headers()) {
         Ok(Some(key)) => key,
         Ok(None) if !config.key_required => return Ok(Err(request)),
-        Ok(None) => return Err(key::missing().into_response()),
+        Ok(None) => return Err(idempotency_key::missing().into_response()),
         Err(problem) => return Err(problem.into_response()),
     };
     let (parts, body) = request.into_parts();

@@ -8,7 +8,7 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::http::key::IDEMPOTENT_REPLAYED;
+use crate::http::idempotency_key::IDEMPOTENT_REPLAYED;
 
 /// A response as stored. Bodies and header values are written as text when
 /// that is no longer than base64 (readable JSON bodies stay readable in
