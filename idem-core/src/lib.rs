@@ -52,7 +52,7 @@ pub use idempotency::{
 };
 pub use key::part::KeyPart;
 pub use observe::CallSite;
-pub use policy::{ErrorPolicy, ReleaseErrors, StoreErrorsIf, replay_errors, store_errors_if};
+pub use policy::{ErrorPolicy, ReleaseErrors, ReplayErrors, replay_errors, replay_errors_if};
 pub use step::step;
 pub use store::contract::Store;
 

@@ -9,8 +9,8 @@ use crate::record::{self, Kind};
 /// Decides, per error, whether it is stored and replayed or released.
 ///
 /// Chosen with [`Call::errors`](crate::Call::errors): [`ReleaseErrors`] (the
-/// default), or [`StoreErrorsIf`] built by [`replay_errors`] or
-/// [`store_errors_if`]. Sealed: the runtime owns the stored record's
+/// default), or [`ReplayErrors`] built by [`replay_errors`] or
+/// [`replay_errors_if`]. Sealed: the runtime owns the stored record's
 /// format, so only these policies implement it; what a policy decides is
 /// [`stores`](ErrorPolicy::stores).
 ///
@@ -18,7 +18,7 @@ use crate::record::{self, Kind};
 /// use idem::ErrorPolicy;
 /// #[derive(Debug, serde::Serialize, serde::Deserialize)]
 /// enum PayError { Declined, Timeout }
-/// let policy = idem::store_errors_if(|e: &PayError| matches!(e, PayError::Declined));
+/// let policy = idem::replay_errors_if(|e: &PayError| matches!(e, PayError::Declined));
 /// assert!(policy.stores(&PayError::Declined));
 /// assert!(!policy.stores(&PayError::Timeout));
 /// assert!(!ErrorPolicy::<PayError>::stores(&idem::ReleaseErrors, &PayError::Declined));
@@ -42,7 +42,7 @@ mod sealed {
     #[allow(unreachable_pub)]
     pub trait Sealed {}
     impl Sealed for super::ReleaseErrors {}
-    impl<F> Sealed for super::StoreErrorsIf<F> {}
+    impl<F> Sealed for super::ReplayErrors<F> {}
     impl<E> Sealed for crate::__private::CheckedPolicy<E> {}
 }
 
@@ -77,7 +77,7 @@ impl<E> ErrorPolicy<E> for ReleaseErrors {
 /// Stores the errors for which the predicate answers `true`; the rest are
 /// released. `E` must be serializable.
 #[derive(Debug, Clone, Copy)]
-pub struct StoreErrorsIf<F>(F);
+pub struct ReplayErrors<F>(F);
 
 /// Stores every `Err` and replays it to duplicates.
 ///
@@ -95,8 +95,8 @@ pub struct StoreErrorsIf<F>(F);
 ///     .await;
 /// # }
 /// ```
-pub fn replay_errors<E>() -> StoreErrorsIf<fn(&E) -> bool> {
-    StoreErrorsIf(|_| true)
+pub fn replay_errors<E>() -> ReplayErrors<fn(&E) -> bool> {
+    ReplayErrors(|_| true)
 }
 
 /// Asks `predicate`, per error, whether to store it: a declined card is
@@ -105,14 +105,14 @@ pub fn replay_errors<E>() -> StoreErrorsIf<fn(&E) -> bool> {
 /// ```
 /// #[derive(Debug, serde::Serialize, serde::Deserialize)]
 /// enum PayError { Declined, Timeout }
-/// let policy = idem::store_errors_if(|e: &PayError| matches!(e, PayError::Declined));
+/// let policy = idem::replay_errors_if(|e: &PayError| matches!(e, PayError::Declined));
 /// # let _ = policy;
 /// ```
-pub fn store_errors_if<E, F: Fn(&E) -> bool>(predicate: F) -> StoreErrorsIf<F> {
-    StoreErrorsIf(predicate)
+pub fn replay_errors_if<E, F: Fn(&E) -> bool>(predicate: F) -> ReplayErrors<F> {
+    ReplayErrors(predicate)
 }
 
-impl<E, F> ErrorPolicy<E> for StoreErrorsIf<F>
+impl<E, F> ErrorPolicy<E> for ReplayErrors<F>
 where
     E: Serialize + DeserializeOwned,
     F: Fn(&E) -> bool,

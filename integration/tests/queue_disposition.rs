@@ -33,7 +33,7 @@ async fn bill(
     let call = idem
         .call("billing", order)
         .fingerprint(&amount)
-        .errors(idem::store_errors_if(|e: &BillingError| {
+        .errors(idem::replay_errors_if(|e: &BillingError| {
             *e == BillingError::CardDeclined
         }));
     process(call, || async move { outcome }).await
@@ -305,7 +305,7 @@ async fn a_reported_result_says_whether_its_error_is_stored() {
     let idem = Idempotency::new(MemoryStore::new());
     let pay = |order: &'static str, outcome: Result<u8, PayError>| {
         idem.call("pay", order)
-            .errors(idem::store_errors_if(declined))
+            .errors(idem::replay_errors_if(declined))
             .run_reported(|| async move { outcome })
     };
 

@@ -225,7 +225,7 @@
 //! [`run_reported`](crate::Call::run_reported) also tells whether the
 //! value was replayed (for HTTP's `Idempotent-Replayed` header).
 //! `.errors(idem::replay_errors())` and
-//! `.errors(idem::store_errors_if(|e: &AppError| e.is_final()))` choose the
+//! `.errors(idem::replay_errors_if(|e: &AppError| e.is_final()))` choose the
 //! error policy ([`Call::errors`](crate::Call::errors)). Inside a running
 //! body, [`child_key`](crate::child_key) returns a key derived from the
 //! call's scope and key, to pass to a downstream API, so a retried call

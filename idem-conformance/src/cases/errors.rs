@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use idem::{CodecError, Error, Idempotency, replay_errors, store_errors_if};
+use idem::{CodecError, Error, Idempotency, replay_errors, replay_errors_if};
 
 use crate::support::{AppError, Counter, Receipt, Shape, SharedStore, plant, scope};
 
@@ -52,7 +52,7 @@ fn is_declined(err: &AppError) -> bool {
     matches!(err, AppError::Declined(_))
 }
 
-/// Under `store_errors_if` the predicate decides per error which are
+/// Under `replay_errors_if` the predicate decides per error which are
 /// stored and which released.
 pub async fn error_predicate_decides_per_error(idem: Idempotency) {
     let scope = scope("predicate");
@@ -63,7 +63,7 @@ pub async fn error_predicate_decides_per_error(idem: Idempotency) {
         let scope = scope.clone();
         async move {
             idem.call(&scope, key)
-                .errors(store_errors_if(is_declined))
+                .errors(replay_errors_if(is_declined))
                 .run(|| async move {
                     runs.bump();
                     Err::<u8, _>(err)

@@ -119,7 +119,7 @@ impl<P> Call<P> {
 
     /// What happens to an `Err`: [`ReleaseErrors`](crate::ReleaseErrors)
     /// (default), [`replay_errors`](crate::replay_errors) or
-    /// [`store_errors_if`](crate::store_errors_if).
+    /// [`replay_errors_if`](crate::replay_errors_if).
     ///
     /// ```
     /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
