@@ -8,7 +8,10 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::record::{self, Kind};
-use crate::{CodecError, Fingerprint, RecordKey, Store, StoreError};
+use crate::error::{CodecError, StoreError};
+use crate::fingerprint::Fingerprint;
+use crate::key::RecordKey;
+use crate::store::contract::Store;
 
 mod display;
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::ShortKey;
+use crate::key::ShortKey;
 
 /// Why an idempotent call did not produce its own or a replayed value.
 ///
@@ -405,7 +405,7 @@ pub enum CodecError {
     },
     /// The payload's `Serialize` failed while it was fingerprinted.
     #[error(transparent)]
-    Fingerprint(#[from] crate::FingerprintError),
+    Fingerprint(#[from] crate::fingerprint::FingerprintError),
 }
 
 fn lost_how(taken_over: bool) -> &'static str {

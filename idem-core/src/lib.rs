@@ -59,8 +59,7 @@ pub use store::contract::Store;
 // Crate-internal shorthands for items of the public modules.
 pub(crate) use fingerprint::{Digester, Fingerprint, FingerprintError};
 pub(crate) use key::{KeyHasher, RecordKey, ShortKey};
-pub(crate) use step::StepId;
-pub(crate) use store::{Claim, ClaimOutcome, Fence, Token};
+pub(crate) use store::{Claim, ClaimOutcome, Fence, StepId, Token};
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -35,7 +35,7 @@ mod json_ext;
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::CodecError;
+use crate::error::CodecError;
 
 const FORMAT: u8 = 3;
 const FORMAT_2: u8 = 2;

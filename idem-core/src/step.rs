@@ -9,7 +9,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::context::{self, StepCall};
 use crate::key::{self, KeyPart};
 use crate::record::{self, Kind};
-use crate::{Error, Fence, Fingerprint, RecordKey};
+use crate::{Error, Fence, Fingerprint, RecordKey, StepId};
 
 tokio::task_local! {
     /// The key of the call whose step's body is running. A step of that
@@ -17,40 +17,6 @@ tokio::task_local! {
     /// its own key (and context), so its steps run: library functions
     /// that use steps compose.
     static IN_STEP: RecordKey;
-}
-
-/// The identity of one step within its call, hashed from its name.
-///
-/// ```
-/// use idem::store::StepId;
-///
-/// assert_eq!(StepId::new(&("line", 3u32)), StepId::new(&("line", 3u64)));
-/// assert_ne!(StepId::new(&"reserve"), StepId::new(&"charge"));
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StepId([u8; 16]);
-
-impl StepId {
-    /// Hashes a step's name.
-    pub fn new<N: KeyPart + ?Sized>(name: &N) -> Self {
-        Self(RecordKey::step_id(name))
-    }
-
-    /// Rebuilds a step id from the 16 bytes a store kept.
-    pub const fn from_bytes(bytes: [u8; 16]) -> Self {
-        Self(bytes)
-    }
-
-    /// The 16 bytes of the id.
-    pub const fn as_bytes(&self) -> &[u8; 16] {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for StepId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "StepId({})", key::hex(&self.0[..4]))
-    }
 }
 
 const OUTSIDE: &str = "called outside a running idempotent body (`#[idempotent]` or `Call::run`)";

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::Fingerprint;
+use crate::key::{self, KeyPart, RecordKey};
+use crate::fingerprint::Fingerprint;
 
 pub(crate) mod contract;
 
-pub use crate::step::StepId;
 pub use async_trait::async_trait;
 
 /// The fencing token of one claim. A fresh token is drawn for every claim
@@ -44,6 +44,40 @@ impl Token {
     /// The token as 16 big-endian bytes.
     pub const fn to_bytes(self) -> [u8; 16] {
         self.0.to_be_bytes()
+    }
+}
+
+/// The identity of one step within its call, hashed from its name.
+///
+/// ```
+/// use idem::store::StepId;
+///
+/// assert_eq!(StepId::new(&("line", 3u32)), StepId::new(&("line", 3u64)));
+/// assert_ne!(StepId::new(&"reserve"), StepId::new(&"charge"));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StepId([u8; 16]);
+
+impl StepId {
+    /// Hashes a step's name.
+    pub fn new<N: KeyPart + ?Sized>(name: &N) -> Self {
+        Self(RecordKey::step_id(name))
+    }
+
+    /// Rebuilds a step id from the 16 bytes a store kept.
+    pub const fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(bytes)
+    }
+
+    /// The 16 bytes of the id.
+    pub const fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for StepId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StepId({})", key::hex(&self.0[..4]))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The key derived from a fn's parameters.
 
 use super::{KeyHasher, KeyPart, hex};
-use crate::Fingerprint;
+use crate::fingerprint::Fingerprint;
 
 /// The key `#[idempotent]` derives from a fn's parameters when no
 /// `key = …` is given: the streaming SHA-256 of their serde form (the same

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use crate::{Claim, ClaimOutcome, Fence, RecordKey, StepId, StoreError, Token};
+use super::{Claim, ClaimOutcome, Fence, StepId, Token};
+use crate::error::StoreError;
+use crate::key::RecordKey;
 
 /// A place where idempotency records live.
 ///
