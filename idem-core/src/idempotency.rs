@@ -33,7 +33,7 @@ pub(crate) struct Inner {
     pub(crate) max_record_bytes: usize,
     pub(crate) cache: Option<LocalCache>,
     pub(crate) detached: Arc<DetachedCount>,
-    pub(crate) renewer: Renewer,
+    pub(crate) renewer: Arc<Renewer>,
     /// Set only on `testing::probe`'s handle: where a call notes its scope.
     #[cfg(feature = "testing")]
     pub(crate) probed: Option<Arc<crate::testing::Seen>>,
@@ -179,11 +179,11 @@ impl IdempotencyBuilder {
     pub fn build(self) -> Idempotency {
         Idempotency {
             inner: Arc::new(Inner {
+                renewer: Arc::new(Renewer::new(Arc::clone(&self.store))),
                 store: self.store,
                 max_record_bytes: self.max_record_bytes,
                 cache: self.local_cache.and_then(LocalCache::new),
                 detached: Arc::default(),
-                renewer: Renewer::default(),
                 #[cfg(feature = "testing")]
                 probed: None,
             }),

@@ -17,7 +17,6 @@ use tokio::runtime::{self, Handle, RuntimeFlavor};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::idempotency::Inner;
 use crate::key::ScopeText;
 use crate::observe::Op;
 use crate::{CallSite, Fence, RecordKey, Store, Token};
@@ -33,8 +32,12 @@ use crate::{CallSite, Fence, RecordKey, Store, Token};
 /// overslept its wake-up by [`STALLED`] is presumed dead. Either way the
 /// next claim on that runtime starts another, which renews the claims
 /// already waiting there.
-#[derive(Default)]
+///
+/// It holds the handle's store itself, so that its tasks need nothing of
+/// the handle: they hold it weakly and end when the handle (the last
+/// owner of the renewer) is dropped.
 pub(crate) struct Renewer {
+    store: Arc<dyn Store>,
     registry: Mutex<Registry>,
 }
 
@@ -100,12 +103,20 @@ impl Drop for Registered<'_> {
     }
 }
 impl Renewer {
+    /// A renewer of claims on `store`.
+    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            registry: Mutex::default(),
+        }
+    }
+
     /// Renews the claim every third of its lease, from this runtime's
     /// renewal task, until the returned guard is dropped. Starts that task
     /// when this runtime has none alive. `true` when the task was spawned
     /// or woken now on a multi-thread runtime: the call must then let it
     /// run (see [`let_start`]).
-    pub(crate) fn register(&self, handle: &Arc<Inner>, renewal: Renewal) -> (Registered<'_>, bool) {
+    pub(crate) fn register(self: &Arc<Self>, renewal: Renewal) -> (Registered<'_>, bool) {
         let runtime = Handle::current();
         let id = runtime.id();
         let Renewal {
@@ -153,7 +164,7 @@ impl Renewer {
         // the task at once, and its drop takes the lock.
         if let Some(number) = start {
             let task = Task {
-                handle: Arc::downgrade(handle),
+                renewer: Arc::downgrade(self),
                 runtime: id,
                 number,
             };
@@ -258,7 +269,7 @@ impl OnRuntime {
 /// future, even one its runtime never polled, which is what tells the
 /// registry that this runtime's claims need another task.
 struct Task {
-    handle: Weak<Inner>,
+    renewer: Weak<Renewer>,
     runtime: runtime::Id,
     number: u64,
 }
@@ -271,8 +282,8 @@ impl Task {
 
 impl Drop for Task {
     fn drop(&mut self) {
-        if let Some(inner) = self.handle.upgrade() {
-            inner.renewer.stopped(self);
+        if let Some(renewer) = self.renewer.upgrade() {
+            renewer.stopped(self);
         }
     }
 }
@@ -288,27 +299,27 @@ struct Due {
 /// or when a newer task replaced it.
 async fn renew_all(task: Task) {
     loop {
-        let Some(inner) = task.handle.upgrade() else {
+        let Some(renewer) = task.renewer.upgrade() else {
             return;
         };
-        let Some((due, sleep_until, wake)) = inner.renewer.take_due(&task, Instant::now()) else {
+        let Some((due, sleep_until, wake)) = renewer.take_due(&task, Instant::now()) else {
             return;
         };
         for claim in due {
-            let inner = Arc::clone(&inner);
+            let renewer = Arc::clone(&renewer);
             tokio::spawn(async move {
                 let renewal = &claim.renewal;
-                if !renew_once(inner.store.as_ref(), renewal).await {
+                if !renew_once(renewer.store.as_ref(), renewal).await {
                     // Lost for good: renewing it again would only repeat
                     // the warning.
                     let claim_id = (renewal.key, renewal.token);
-                    inner.renewer.forget(claim.runtime, &claim_id);
+                    renewer.forget(claim.runtime, &claim_id);
                 }
             });
         }
-        // Not holding the handle while asleep, so that it can be dropped;
-        // a claim registered meanwhile leaves a permit on `wake`.
-        drop(inner);
+        // Not holding the renewer while asleep, so that the handle can be
+        // dropped; a claim registered meanwhile leaves a permit on `wake`.
+        drop(renewer);
         tokio::select! {
             () = tokio::time::sleep_until(sleep_until) => {}
             () = wake.notified() => {}

@@ -52,8 +52,7 @@ impl<P> Call<P> {
                 })
                 .await;
             };
-            let inner = &self.idem.inner;
-            let (_renewed, let_run) = inner.renewer.register(inner, renewal);
+            let (_renewed, let_run) = self.idem.inner.renewer.register(renewal);
             if let_run {
                 renewal::let_start().await;
             }
