@@ -78,7 +78,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use idem_core::{
-    Call, CallSite, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL, Error,
+    Body, Call, CallSite, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL, Error,
     ErrorPolicy, Failed, Idempotency, IdempotencyBuilder, KeyPart, NoReconcile, Ran, Reconcile,
     Reconciling, ReleaseErrors, Reported, Store, StoreError, StoreErrorKind, ReplayErrors,
     call_site, child_key, install, installed, replay_errors, step, replay_errors_if,

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinError;
 
-use crate::{Call, Error, ErrorPolicy, Idempotency, StoreError};
+use crate::{Body, Call, Error, ErrorPolicy, Idempotency, StoreError};
 
 /// How many detached calls of one handle are running.
 #[derive(Debug)]
@@ -143,13 +143,13 @@ impl<P> Call<P> {
     /// assert_eq!(retry.unwrap(), 7);
     /// # }
     /// ```
-    pub async fn run_detached<T, E, F, Fut>(self, body: F) -> Result<T, E>
+    pub async fn run_detached<T, E, F>(self, body: F) -> Result<T, E>
     where
         T: Serialize + DeserializeOwned + Send + 'static,
         E: From<Error> + Send + 'static,
         P: ErrorPolicy<E> + Send + 'static,
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        F: Body<T, E> + Send + 'static,
+        F::Future: Send + 'static,
     {
         let idem = self.idem.clone();
         idem.detached(self.run(body))

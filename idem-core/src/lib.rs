@@ -43,7 +43,7 @@ pub mod testing;
 pub mod admin;
 
 pub use call::{
-    Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, NoReconcile, Ran, Reconcile, Reconciling, Reported,
+    Body, Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, NoReconcile, Ran, Reconcile, Reconciling, Reported,
 };
 pub use context::child_key;
 pub use error::{CodecError, Error, StoreError, StoreErrorKind};
@@ -58,7 +58,7 @@ pub use store::contract::Store;
 
 // Crate-internal shorthands for items of the public modules.
 pub(crate) use fingerprint::{Digester, Fingerprint, FingerprintError};
-pub(crate) use key::{KeyHasher, RecordKey, ShortKey};
+pub(crate) use key::{KeyHasher, RecordKey};
 pub(crate) use store::{Claim, ClaimOutcome, Fence, StepId, Token};
 
 #[doc(hidden)]

@@ -68,7 +68,7 @@ use std::time::Duration;
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::call::Failed;
-use crate::{Call, CodecError, Error, ErrorPolicy, Reported};
+use crate::{Body, Call, CodecError, Error, ErrorPolicy, Reported};
 
 /// How long a released error or a store failure waits before redelivery.
 ///
@@ -286,13 +286,12 @@ pub struct Processed<T, E> {
 /// assert_eq!(processed.disposition, Disposition::Ack);
 /// # }
 /// ```
-pub async fn process<P, T, E, F, Fut>(call: Call<P>, body: F) -> Processed<T, E>
+pub async fn process<P, T, E, F>(call: Call<P>, body: F) -> Processed<T, E>
 where
     P: ErrorPolicy<E>,
     T: Serialize + DeserializeOwned,
     E: From<Error>,
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
+    F: Body<T, E>,
 {
     let ran = call.execute(body).await;
     let disposition = match &ran.result {

@@ -9,7 +9,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::context::{self, StepCall};
 use crate::key::{self, KeyPart};
 use crate::record::{self, Kind};
-use crate::{Error, Fence, Fingerprint, RecordKey, StepId};
+use crate::{Body, Error, Fence, Fingerprint, RecordKey, StepId};
 
 tokio::task_local! {
     /// The key of the call whose step's body is running. A step of that
@@ -115,13 +115,12 @@ pub(crate) const UNSUPPORTED: &str = "the call's store does not record steps (`S
 /// assert_eq!(renders.load(SeqCst), 1);
 /// # }
 /// ```
-pub async fn step<N, T, E, F, Fut>(name: N, body: F) -> Result<T, E>
+pub async fn step<N, T, E, F>(name: N, body: F) -> Result<T, E>
 where
     N: KeyPart,
     T: Serialize + DeserializeOwned,
     E: From<Error>,
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
+    F: Body<T, E>,
 {
     let id = StepId::new(&name);
     let refuse = |reason: &'static str| {

@@ -11,11 +11,36 @@ use crate::key::ScopeText;
 use crate::renewal::{self, Renewal};
 use crate::{Claim, Store, Token};
 
+/// A call's body: a closure returning a future of `Result<T, E>`. Every
+/// run takes one (`F: Body<T, E>`, the one bound of [`Call::run`] and its
+/// variants, [`step`](crate::step) and [`queue::process`](crate::queue::process));
+/// every `FnOnce() -> impl Future<Output = Result<T, E>>` is one, so it is
+/// a name for that bound, not a trait to implement.
+///
+/// ```
+/// fn check<F: idem::Body<u8, idem::Error>>(body: F) -> F {
+///     body
+/// }
+/// let _ = check(|| async { Ok(1) });
+/// ```
+pub trait Body<T, E>: FnOnce() -> <Self as Body<T, E>>::Future {
+    /// The body's future.
+    type Future: Future<Output = Result<T, E>>;
+}
+
+impl<T, E, F, Fut> Body<T, E> for F
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    type Future = Fut;
+}
+
 impl<P> Call<P> {
     /// Runs the body with the call's context (`child_key`, steps) while
     /// the lease is renewed.
     #[expect(clippy::manual_async_fn, reason = "an async fn doubles its arguments")]
-    pub(super) fn run_body<S, T, E, F, Fut>(
+    pub(super) fn run_body<S, T, E, F>(
         // `&mut`: a `&Call` held across an await would need `P: Sync`.
         &mut self,
         guard: &ClaimGuard<'_, S>,
@@ -26,8 +51,7 @@ impl<P> Call<P> {
     ) -> impl Future<Output = Result<T, E>>
     where
         S: Store + ?Sized,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         async move {
             let renewal = Renewal {

@@ -28,6 +28,7 @@ use crate::{
 };
 
 use guard::ClaimGuard;
+pub use body::Body;
 pub use outcome::{Failed, Reported};
 pub use reconcile::{NoReconcile, Reconcile, Reconciling, Takeover};
 use reconcile::{Run, SelfReconciling, WithReconcile};
@@ -128,13 +129,12 @@ impl<P> Call<P> {
     /// assert_eq!(out.unwrap(), 1);
     /// # }
     /// ```
-    pub async fn run<T, E, F, Fut>(self, body: F) -> Result<T, E>
+    pub async fn run<T, E, F>(self, body: F) -> Result<T, E>
     where
         T: Serialize + DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         self.execute(body).await.converted(E::from).result
     }
@@ -159,13 +159,12 @@ impl<P> Call<P> {
     /// assert!(out.stored && !out.replayed);
     /// # }
     /// ```
-    pub async fn run_reported<T, E, F, Fut>(self, body: F) -> Reported<Result<T, E>>
+    pub async fn run_reported<T, E, F>(self, body: F) -> Reported<Result<T, E>>
     where
         T: Serialize + DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         self.execute(body).await.converted(E::from)
     }
@@ -188,12 +187,11 @@ impl<P> Call<P> {
     /// assert!(matches!(empty.result, Err(Failed::Idem(idem::Error::InvalidKey(_)))));
     /// # }
     /// ```
-    pub fn run_apart<T, E, F, Fut>(self, body: F) -> impl Future<Output = Ran<T, E>>
+    pub fn run_apart<T, E, F>(self, body: F) -> impl Future<Output = Ran<T, E>>
     where
         T: Serialize + DeserializeOwned,
         P: ErrorPolicy<E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         self.execute(body)
     }
@@ -218,14 +216,13 @@ impl<P> Call<P> {
     /// assert_eq!(out.unwrap(), 1);
     /// # }
     /// ```
-    pub async fn run_on<S, T, E, F, Fut>(self, store: &S, body: F) -> Result<T, E>
+    pub async fn run_on<S, T, E, F>(self, store: &S, body: F) -> Result<T, E>
     where
         S: Store + ?Sized,
         T: Serialize + DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         self.execute_on(store, body).await.converted(E::from).result
     }
@@ -244,7 +241,7 @@ impl<P> Call<P> {
     /// assert!(!out.replayed);
     /// # }
     /// ```
-    pub async fn run_on_reported<S, T, E, F, Fut>(
+    pub async fn run_on_reported<S, T, E, F>(
         self,
         store: &S,
         body: F,
@@ -254,8 +251,7 @@ impl<P> Call<P> {
         T: Serialize + DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         self.execute_on(store, body).await.converted(E::from)
     }
@@ -265,18 +261,17 @@ impl<P> Call<P> {
     /// returning the protocol's future, not an async fn awaiting it, so
     /// that no async layer enlarges the caller's future or copies the
     /// `Call` once more.
-    pub(crate) fn execute<T, E, F, Fut>(self, body: F) -> impl Future<Output = Ran<T, E>>
+    pub(crate) fn execute<T, E, F>(self, body: F) -> impl Future<Output = Ran<T, E>>
     where
         T: Serialize + DeserializeOwned,
         P: ErrorPolicy<E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         self.execute_reconciled(NoReconcile, body)
     }
 
     /// As [`execute`](Call::execute), with a reconcile for a takeover.
-    pub(crate) fn execute_reconciled<T, E, R, F, Fut>(
+    pub(crate) fn execute_reconciled<T, E, R, F>(
         self,
         reconcile: R,
         body: F,
@@ -285,8 +280,7 @@ impl<P> Call<P> {
         T: Serialize + DeserializeOwned,
         P: ErrorPolicy<E>,
         R: Reconcile<T, E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         let target = Arc::clone(&self.idem.inner);
         let span = self.span();
@@ -313,7 +307,7 @@ impl<P> Call<P> {
     }
 
     /// As [`execute`](Call::execute), on a borrowed store.
-    pub(crate) fn execute_on<S, T, E, F, Fut>(
+    pub(crate) fn execute_on<S, T, E, F>(
         self,
         store: &S,
         body: F,
@@ -322,15 +316,14 @@ impl<P> Call<P> {
         S: Store + ?Sized,
         T: Serialize + DeserializeOwned,
         P: ErrorPolicy<E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         self.execute_on_reconciled(store, NoReconcile, body)
     }
 
     /// As [`execute_on`](Call::execute_on), with a reconcile for a
     /// takeover.
-    pub(crate) fn execute_on_reconciled<S, T, E, R, F, Fut>(
+    pub(crate) fn execute_on_reconciled<S, T, E, R, F>(
         self,
         store: &S,
         reconcile: R,
@@ -341,8 +334,7 @@ impl<P> Call<P> {
         T: Serialize + DeserializeOwned,
         P: ErrorPolicy<E>,
         R: Reconcile<T, E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         let span = self.span();
         let run = WithReconcile { reconcile, body };

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::{Call, Reported};
-use crate::{Error, ErrorPolicy, Store};
+use crate::{Body, Error, ErrorPolicy, Store};
 
 /// A call's reconcile: asked, instead of the body, when the call takes
 /// over the claim of a holder that vanished (its lease ran out before it
@@ -126,14 +126,13 @@ impl<P, R> Reconciling<P, R> {
     /// assert_eq!(out.unwrap(), 1, "not a takeover: the body runs");
     /// # }
     /// ```
-    pub async fn run<T, E, F, Fut>(self, body: F) -> Result<T, E>
+    pub async fn run<T, E, F>(self, body: F) -> Result<T, E>
     where
         T: Serialize + DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
         R: Reconcile<T, E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         self.run_reported(body).await.result
     }
@@ -151,14 +150,13 @@ impl<P, R> Reconciling<P, R> {
     /// assert!(!out.replayed);
     /// # }
     /// ```
-    pub async fn run_reported<T, E, F, Fut>(self, body: F) -> Reported<Result<T, E>>
+    pub async fn run_reported<T, E, F>(self, body: F) -> Reported<Result<T, E>>
     where
         T: Serialize + DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
         R: Reconcile<T, E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         let Reconciling { call, reconcile } = self;
         call.execute_reconciled(reconcile, body)
@@ -180,15 +178,14 @@ impl<P, R> Reconciling<P, R> {
     /// assert_eq!(out.unwrap(), 1);
     /// # }
     /// ```
-    pub async fn run_on<S, T, E, F, Fut>(self, store: &S, body: F) -> Result<T, E>
+    pub async fn run_on<S, T, E, F>(self, store: &S, body: F) -> Result<T, E>
     where
         S: Store + ?Sized,
         T: Serialize + DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
         R: Reconcile<T, E>,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: Body<T, E>,
     {
         let Reconciling { call, reconcile } = self;
         let ran = call.execute_on_reconciled(store, reconcile, body).await;
@@ -233,11 +230,10 @@ pub(crate) struct WithReconcile<R, F> {
     pub(crate) body: F,
 }
 
-impl<T, E, R, F, Fut> Run<T, E> for WithReconcile<R, F>
+impl<T, E, R, F> Run<T, E> for WithReconcile<R, F>
 where
     R: Reconcile<T, E>,
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
+    F: Body<T, E>,
 {
     fn reconciles(&self) -> bool {
         self.reconcile.is_set()
