@@ -66,10 +66,10 @@
 mod attempt;
 mod backoff;
 mod error;
-mod new_key;
 mod middleware;
+mod new_key;
 mod retry;
 
 pub use error::DeadlineExceeded;
-pub use new_key::new_key;
 pub use middleware::{DEFAULT_MAX_RETRIES, DEFAULT_MAX_RETRY_AFTER, IdempotencyMiddleware};
+pub use new_key::new_key;

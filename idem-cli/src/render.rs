@@ -89,9 +89,7 @@ fn value_text(parts: &RecordParts) -> String {
         Some(response) => out += &response.to_text(),
         None => {
             let value = match &parts.value {
-                serde_json::Value::String(reason) if parts.kind == "not_stored" => {
-                    reason.clone()
-                }
+                serde_json::Value::String(reason) if parts.kind == "not_stored" => reason.clone(),
                 value => display_value(value),
             };
             out += &format!("value        {}\n", value.replace('\n', "\n             "));

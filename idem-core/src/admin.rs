@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::record::{self, Kind};
 use crate::error::{CodecError, StoreError};
 use crate::fingerprint::Fingerprint;
 use crate::key::RecordKey;
+use crate::record::{self, Kind};
 use crate::store::contract::Store;
 
 mod display;

@@ -24,13 +24,13 @@ mod detach;
 mod disabled;
 mod error;
 pub mod fingerprint;
-#[cfg(feature = "axum")]
-#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub mod problem;
 mod idempotency;
 pub mod key;
 mod observe;
 mod policy;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod problem;
 pub mod queue;
 mod record;
 mod renewal;
@@ -43,7 +43,8 @@ pub mod testing;
 pub mod admin;
 
 pub use call::{
-    Body, Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, NoReconcile, Ran, Reconcile, Reconciling, Reported,
+    Body, Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, NoReconcile, Ran, Reconcile, Reconciling,
+    Reported,
 };
 pub use context::child_key;
 pub use error::{CodecError, Error, StoreError, StoreErrorKind};

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::key::{self, KeyPart, RecordKey};
 use crate::fingerprint::Fingerprint;
+use crate::key::{self, KeyPart, RecordKey};
 
 pub(crate) mod contract;
 

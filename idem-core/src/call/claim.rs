@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::{Call, Failed, Ran, Reported};
 use crate::cache::LocalCache;
-use crate::observe::{Outcome as Observed, Op};
+use crate::observe::{Op, Outcome as Observed};
 use crate::record::{self, Kind};
 use crate::renewal;
 use crate::{Claim, ClaimOutcome, Error, ErrorPolicy, Fingerprint, StepId, Store, StoreError};

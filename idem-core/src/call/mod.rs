@@ -27,8 +27,8 @@ use crate::{
     Token,
 };
 
-use guard::ClaimGuard;
 pub use body::Body;
+use guard::ClaimGuard;
 pub use outcome::{Failed, Reported};
 pub use reconcile::{NoReconcile, Reconcile, Reconciling, Takeover};
 use reconcile::{Run, SelfReconciling, WithReconcile};
@@ -241,11 +241,7 @@ impl<P> Call<P> {
     /// assert!(!out.replayed);
     /// # }
     /// ```
-    pub async fn run_on_reported<S, T, E, F>(
-        self,
-        store: &S,
-        body: F,
-    ) -> Reported<Result<T, E>>
+    pub async fn run_on_reported<S, T, E, F>(self, store: &S, body: F) -> Reported<Result<T, E>>
     where
         S: Store + ?Sized,
         T: Serialize + DeserializeOwned,

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use super::guard::ClaimGuard;
 use super::{Call, Failed, Ran, Reported};
 use crate::cache::LocalCache;
-use crate::observe::{Outcome as Observed, Op};
+use crate::observe::{Op, Outcome as Observed};
 use crate::record::{self, Kind};
 use crate::{CallSite, Error, ErrorPolicy, Fence, Store};
 
