@@ -4,7 +4,7 @@
 //! with.
 //!
 //! A store speaks keys, tokens and bytes: the record and step values are
-//! opaque to it, and keys arrive hashed ([`RecordKey`](crate::key::RecordKey)).
+//! opaque to it, and keys arrive hashed ([`RecordKey`]).
 //! Every implementation must pass the conformance suite, the
 //! [`idem-conformance`](https://docs.rs/idem-conformance) crate.
 
