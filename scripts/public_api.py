@@ -300,14 +300,20 @@ class Api:
         g = self.generics(v["generics"])
         k = v["kind"]
         self.emit(f"{self.attrs(item)}pub struct {path}{g}{self.where_clause(v['generics'])}")
-        if isinstance(k, dict) and "plain" in k:
-            for f in k["plain"]["fields"]:
-                self.field(f, path)
-        elif isinstance(k, dict) and "tuple" in k:
-            for i, f in enumerate(k["tuple"]):
-                if f is not None:
-                    self.field(f, path, str(i))
+        self.fields(k, "plain", path)
         self.impls(v["impls"], path)
+
+    def fields(self, kind, named, path):
+        """The public fields of a struct or variant: `named` ones (the key
+        rustdoc uses for braces), or a tuple's, by position."""
+        if not isinstance(kind, dict):
+            return
+        if named in kind:
+            for f in kind[named]["fields"]:
+                self.field(f, path)
+        for i, f in enumerate(kind.get("tuple", [])):
+            if f is not None:
+                self.field(f, path, str(i))
 
     def field(self, field_id, path, name=None):
         f = self.index.get(str(field_id))
@@ -323,13 +329,7 @@ class Api:
             vpath = f"{path}::{var['name']}"
             k = var["inner"]["variant"]["kind"]
             self.emit(f"{self.attrs(var)}pub variant {vpath}")
-            if isinstance(k, dict) and "struct" in k:
-                for f in k["struct"]["fields"]:
-                    self.field(f, vpath)
-            elif isinstance(k, dict) and "tuple" in k:
-                for i, f in enumerate(k["tuple"]):
-                    if f is not None:
-                        self.field(f, vpath, str(i))
+            self.fields(k, "struct", vpath)
         self.impls(v["impls"], path)
 
     def item_union(self, item, v, path):
