@@ -35,7 +35,7 @@ fn info(row: &PgRow) -> Result<RecordInfo, StoreError> {
     let read = |err| StoreError::new(BACKEND, err);
     let key: Vec<u8> = row.try_get(0).map_err(read)?;
     let key: [u8; 32] = key.try_into().map_err(|_| corrupt("key"))?;
-    let age: Option<i64> = row.try_get(2).map_err(read)?;
+    let age: i64 = row.try_get(2).map_err(read)?;
     let left: i64 = row.try_get(3).map_err(read)?;
     let in_progress: bool = row.try_get(4).map_err(read)?;
     let size: i64 = row.try_get(5).map_err(read)?;
@@ -49,7 +49,7 @@ fn info(row: &PgRow) -> Result<RecordInfo, StoreError> {
         Fingerprint::from_bytes(fingerprint),
     );
     info.site = row.try_get(1).map_err(read)?;
-    info.age = age.map(micros_to);
+    info.age = micros_to(age);
     info.expires_in = (left > 0).then(|| micros_to(left));
     info.size = size as usize;
     info.record = record.map(Bytes::from);
@@ -140,7 +140,7 @@ impl Admin for PostgresStore {
             "SELECT {COLUMNS}, NULL::bytea FROM {t} \
              WHERE (NOT $1 OR (record IS NULL AND expires_at > statement_timestamp())) \
              AND ($2::bigint IS NULL OR created_at <= statement_timestamp() - $2 * interval '1 microsecond') \
-             ORDER BY created_at NULLS FIRST, key LIMIT $3",
+             ORDER BY created_at, key LIMIT $3",
             t = self.inner.sql.table
         );
         let limit = filter.limit.map(|n| n.min(i64::MAX as usize) as i64);
