@@ -3,9 +3,12 @@
 //! run again, `purge` removes expired records, `stats` counts them, and
 //! bad input fails clearly with a non-zero exit.
 //!
-//! Servers: see integration/tests/support/pg_server.rs and
-//! redis_server.rs (the machine's, else private ones these tests start).
+//! Servers: see integration/tests/support/pg_server.rs, redis_server.rs
+//! and mysql_server.rs (the machine's, else private ones these tests
+//! start).
 
+#[path = "../../integration/tests/support/mysql_server.rs"]
+mod mysql_server;
 #[path = "../../integration/tests/support/pg_server.rs"]
 mod pg_server;
 #[path = "../../integration/tests/support/redis_server.rs"]
@@ -19,7 +22,7 @@ use std::time::Duration;
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
 use idem::store::{Claim, ClaimOutcome, Token};
-use idem::{Error, Idempotency, PostgresStore, RedisStore, SqliteStore, Store};
+use idem::{Error, Idempotency, MySqlStore, PostgresStore, RedisStore, SqliteStore, Store};
 use serde_json::{Value, json};
 
 /// Runs `idem` with `args`; its exit code, stdout and stderr.
@@ -32,6 +35,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
         .args(args)
         .env_remove("IDEM_REDIS_URL")
         .env_remove("IDEM_POSTGRES_URL")
+        .env_remove("IDEM_MYSQL_URL")
         .output()
         .expect("run idem");
     (
@@ -185,7 +189,7 @@ fn bad_arguments_and_unreachable_stores_fail_clearly() {
 
     let missing = "/nonexistent/idem.db";
     // Each: the arguments, the exit code, what the message names.
-    let cases: [(&[&str], i32, &str); 7] = [
+    let cases: [(&[&str], i32, &str); 8] = [
         (
             &["--sqlite", "a.db", "--redis", "redis://x", "stats"],
             2,
@@ -216,6 +220,11 @@ fn bad_arguments_and_unreachable_stores_fail_clearly() {
             &["--postgres", "postgres://idem@127.0.0.1:1/idem", "stats"],
             3,
             "PostgreSQL at postgres://idem@127.0.0.1:1/idem",
+        ),
+        (
+            &["--mysql", "mysql://idem@127.0.0.1:1/idem", "stats"],
+            3,
+            "MySQL at mysql://idem@127.0.0.1:1/idem",
         ),
         (
             &["--redis", "redis://127.0.0.1:1", "stats"],
@@ -365,6 +374,54 @@ async fn postgres() {
     ]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("nope"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql() {
+    let url = mysql_server::url().await;
+    let table = mysql_server::unique_table("cli");
+    let store = MySqlStore::builder()
+        .table(table.clone())
+        .connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let idem = Idempotency::new(store.clone());
+    let target = ["--mysql", &url, "--table", &table];
+    lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
+
+    let old = stuck_claim(&store, "ship", "old").await;
+    let fresh = stuck_claim(&store, "ship", "fresh").await;
+    let mut db = mysql_server::admin().await;
+    sqlx::query(&format!(
+        "UPDATE `{table}` SET created_at = created_at - INTERVAL 2 HOUR WHERE `key` = ?"
+    ))
+    .bind(&old.as_bytes()[..])
+    .execute(&mut db)
+    .await
+    .unwrap();
+    assert_lists_only_the_stuck_claim(&target, &old);
+    assert!(
+        !keys_of(&idem_json(&target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
+    );
+
+    expire_and_purge(&target, || async {
+        sqlx::query(&format!(
+            "UPDATE `{table}` SET expires_at = expires_at - INTERVAL 1 DAY WHERE `key` = ?"
+        ))
+        .bind(&old.as_bytes()[..])
+        .execute(&mut db)
+        .await
+        .unwrap();
+    })
+    .await;
+    // A table name the database does not have: a clear store error.
+    let (code, _, err) = run(&["--mysql", &url, "--table", "nope", "stats"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("`nope`") && err.contains("no idem table"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,6 +33,9 @@ pub(super) const COMPLETED: i32 = 3;
 pub(super) struct Sql {
     /// `` `table` ``, or `` `database`.`table` ``.
     pub table: String,
+    /// The database and table as given (no database: the connection's).
+    pub database_name: Option<String>,
+    pub table_name: String,
     /// The quoted names of the migrations table, the claim procedure and
     /// the two indexes, and the bare table name for the migration's lock.
     pub versions: String,
@@ -76,6 +79,8 @@ impl Sql {
         let t = name("");
         let steps = super::steps::StepsSql::new(&name("_steps"), &t);
         Ok(Sql {
+            database_name: database.map(str::to_owned),
+            table_name: table.to_owned(),
             versions: name("_migrations"),
             procedure: name("_claim"),
             index: format!("`{table}_expires_at`"),
