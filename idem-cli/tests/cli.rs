@@ -257,31 +257,38 @@ async fn sqlite() {
     let target = ["--sqlite", path_arg];
     lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
 
-    // A claim made two hours ago, stuck since; and one just made.
-    let old = stuck_claim(&store, "ship", "old").await;
-    let fresh = stuck_claim(&store, "ship", "fresh").await;
     let db = sqlx::SqlitePool::connect(&format!("sqlite://{path_arg}"))
         .await
         .unwrap();
-    sqlx::query("UPDATE idem_records SET created_at = created_at - 7200000 WHERE key = ?1")
-        .bind(&old.as_bytes()[..])
-        .execute(&db)
-        .await
-        .unwrap();
-    assert_lists_only_the_stuck_claim(&target, &old);
-    assert!(
-        !keys_of(&idem_json(&target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
-    );
-
-    // Expired records: counted, then purged.
-    expire_and_purge(&target, || async {
-        sqlx::query("UPDATE idem_records SET expires_at = expires_at - 86400000 WHERE key = ?1")
-            .bind(&old.as_bytes()[..])
-            .execute(&db)
-            .await
-            .unwrap();
+    let statements = [
+        "UPDATE idem_records SET created_at = created_at - 7200000 WHERE key = ?1",
+        "UPDATE idem_records SET expires_at = expires_at - 86400000 WHERE key = ?1",
+    ];
+    stuck_then_expired(&target, &store, statements, async |sql, key| {
+        sqlx::query(sql).bind(key).execute(&db).await.unwrap();
     })
     .await;
+}
+
+/// What follows the records in every SQL store: a claim made two hours
+/// ago (`statements[0]`, run by `run` with its key, moves its creation
+/// back) is listed as stuck and one just made is not; then it expires
+/// (`statements[1]`), is counted so, and is purged.
+async fn stuck_then_expired(
+    target: &[&str],
+    store: &dyn Store,
+    statements: [&str; 2],
+    run: impl AsyncFn(&str, &[u8]),
+) {
+    let old = stuck_claim(store, "ship", "old").await;
+    let fresh = stuck_claim(store, "ship", "fresh").await;
+    run(statements[0], &old.as_bytes()[..]).await;
+    assert_lists_only_the_stuck_claim(target, &old);
+    assert!(
+        !keys_of(&idem_json(target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
+    );
+    // Expired records: counted, then purged.
+    expire_and_purge(target, || run(statements[1], &old.as_bytes()[..])).await;
 }
 
 /// Counts before and after one record expires, then purges it.
@@ -336,31 +343,20 @@ async fn postgres() {
     let target = ["--postgres", &url, "--schema", &schema];
     lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
 
-    let old = stuck_claim(&store, "ship", "old").await;
-    let fresh = stuck_claim(&store, "ship", "fresh").await;
     let db = sqlx::PgPool::connect(&url).await.unwrap();
     let table = format!("\"{schema}\".idem_records");
-    sqlx::query(&format!(
-        "UPDATE {table} SET created_at = created_at - interval '2 hours' WHERE key = $1"
-    ))
-    .bind(&old.as_bytes()[..])
-    .execute(&db)
-    .await
-    .unwrap();
-    assert_lists_only_the_stuck_claim(&target, &old);
-    assert!(
-        !keys_of(&idem_json(&target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
-    );
-
-    expire_and_purge(&target, || async {
-        sqlx::query(&format!(
-            "UPDATE {table} SET expires_at = expires_at - interval '1 day' WHERE key = $1"
-        ))
-        .bind(&old.as_bytes()[..])
-        .execute(&db)
-        .await
-        .unwrap();
-    })
+    let statements = [
+        &format!("UPDATE {table} SET created_at = created_at - interval '2 hours' WHERE key = $1"),
+        &format!("UPDATE {table} SET expires_at = expires_at - interval '1 day' WHERE key = $1"),
+    ];
+    stuck_then_expired(
+        &target,
+        &store,
+        statements.map(String::as_str),
+        async |sql, key| {
+            sqlx::query(sql).bind(key).execute(&db).await.unwrap();
+        },
+    )
     .await;
     // A table name the store does not have: a clear store error.
     let (code, _, err) = run(&[
@@ -390,30 +386,19 @@ async fn mysql() {
     let target = ["--mysql", &url, "--table", &table];
     lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
 
-    let old = stuck_claim(&store, "ship", "old").await;
-    let fresh = stuck_claim(&store, "ship", "fresh").await;
-    let mut db = mysql_server::admin().await;
-    sqlx::query(&format!(
-        "UPDATE `{table}` SET created_at = created_at - INTERVAL 2 HOUR WHERE `key` = ?"
-    ))
-    .bind(&old.as_bytes()[..])
-    .execute(&mut db)
-    .await
-    .unwrap();
-    assert_lists_only_the_stuck_claim(&target, &old);
-    assert!(
-        !keys_of(&idem_json(&target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
-    );
-
-    expire_and_purge(&target, || async {
-        sqlx::query(&format!(
-            "UPDATE `{table}` SET expires_at = expires_at - INTERVAL 1 DAY WHERE `key` = ?"
-        ))
-        .bind(&old.as_bytes()[..])
-        .execute(&mut db)
-        .await
-        .unwrap();
-    })
+    let db = sqlx::MySqlPool::connect(&url).await.unwrap();
+    let statements = [
+        &format!("UPDATE `{table}` SET created_at = created_at - INTERVAL 2 HOUR WHERE `key` = ?"),
+        &format!("UPDATE `{table}` SET expires_at = expires_at - INTERVAL 1 DAY WHERE `key` = ?"),
+    ];
+    stuck_then_expired(
+        &target,
+        &store,
+        statements.map(String::as_str),
+        async |sql, key| {
+            sqlx::query(sql).bind(key).execute(&db).await.unwrap();
+        },
+    )
     .await;
     // A table name the database does not have: a clear store error.
     let (code, _, err) = run(&["--mysql", &url, "--table", "nope", "stats"]);

@@ -130,6 +130,7 @@ async fn custom_database_and_table_and_bad_names() {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("invalid table name"), "{err}");
+        assert_eq!(err.kind(), idem::StoreErrorKind::Misconfigured, "{err}");
     }
     let err = MySqlStore::builder()
         .database("te`st")
@@ -207,6 +208,8 @@ async fn a_store_used_before_migrate_says_to_migrate() {
     };
     let message = err.to_string();
     assert!(message.contains("MySqlStore::migrate()"), "{message}");
+    // Not a fault to retry: as PostgreSQL's, a setup to fix.
+    assert_eq!(err.kind(), idem::StoreErrorKind::Misconfigured, "{err}");
 }
 
 /// Keys are hashed before they reach SQL: quotes, backticks, NULs,

@@ -63,7 +63,7 @@
 //! `cargo run -p idem-cli --`). It has one feature per store (`redis`,
 //! `postgres`, `sqlite`, `mysql`, all by default): `cargo install --path idem-cli
 //! --no-default-features --features sqlite` builds the SQLite command alone
-//! (140 crates instead of 176).
+//! (140 crates instead of 193).
 //!
 //! ```sh
 //! idem list --sqlite /var/lib/app/idem.db --in-progress --older-than 10m   # stuck claims
