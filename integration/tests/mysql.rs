@@ -601,11 +601,14 @@ async fn two_processes_racing_run_each_body_once() {
     .await
     .unwrap();
     let started = Instant::now();
+    // The workers use this process's server, a private one included.
+    let url = mysql_server::url().await;
     let workers: Vec<_> = (0..2)
         .map(|_| {
             Command::new(std::env::current_exe().unwrap())
                 .args(["race_worker", "--exact", "--nocapture", "--test-threads=1"])
                 .env(WORKER, &table)
+                .env("IDEM_TEST_MYSQL_URL", &url)
                 .spawn()
                 .unwrap()
         })
