@@ -160,6 +160,7 @@ pub(crate) async fn plant(idem: &Idempotency, scope: &str, key: &str, record: &[
 /// # }
 /// ```
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct SharedStore {
     /// The store every call goes to.
     pub inner: Arc<dyn idem::Store>,

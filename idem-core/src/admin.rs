@@ -74,13 +74,14 @@ pub struct RecordInfo {
     /// The hashed key.
     pub key: RecordKey,
     /// The call site's static name ([`Claim::site`](crate::Claim::site));
-    /// `None` for a record written before the store kept it.
+    /// `None` where the store does not keep it (Redis keeps it only while
+    /// the claim is in progress).
     pub site: Option<String>,
     /// In progress, completed or expired.
     pub state: RecordState,
-    /// Since the claim was won, by the store's clock; `None` if the store
-    /// did not record it (records older than the column).
-    pub age: Option<Duration>,
+    /// Since the claim was won, by the store's clock (Redis: a completed
+    /// record's, since it completed).
+    pub age: Duration,
     /// Until the lease (in progress) or TTL (completed) runs out; `None`
     /// once expired.
     pub expires_in: Option<Duration>,
@@ -95,13 +96,13 @@ pub struct RecordInfo {
 
 impl RecordInfo {
     /// A record under `key` in `state`, claimed with `fingerprint`; every
-    /// other field empty (`None`, 0) until the store sets it.
+    /// other field empty (`None`, zero) until the store sets it.
     pub fn new(key: RecordKey, state: RecordState, fingerprint: Fingerprint) -> Self {
         Self {
             key,
             site: None,
             state,
-            age: None,
+            age: Duration::ZERO,
             expires_in: None,
             fingerprint,
             size: 0,

@@ -324,8 +324,10 @@ pub enum CodecError {
         /// The type name recorded with the value.
         type_name: String,
     },
-    /// The record's format version is unknown to this build.
-    #[error("the stored record has format version {0}, which this build of idem cannot read")]
+    /// The record's format version is not the one this build reads:
+    /// format 3 is the only one (1 and 2 were written by builds before
+    /// 0.1 and are not read).
+    #[error("the stored record has format version {0}; this build of idem reads only format 3")]
     Format(u8),
     /// The record was cut short or is otherwise malformed.
     #[error("the stored record is corrupt: {0}")]

@@ -462,6 +462,9 @@ mod tests {
         ) -> Result<crate::Fence, crate::StoreError> {
             unimplemented!()
         }
+        async fn forget(&self, _: &crate::RecordKey) -> Result<(), crate::StoreError> {
+            unimplemented!()
+        }
     }
 
     static STATIC: LazyLock<Idempotency> = LazyLock::new(|| Idempotency::new(Memory));

@@ -1,10 +1,10 @@
 //! The stored record: format version, outcome, the value's version, its
 //! type's name, the value.
 //!
-//! Layout (format 3): `[3, outcome, version: u32 BE, name_len, name…,
-//! value…]`, the value in the extended JSON of [`json_ext`]. Still read:
-//! format 2, the same layout with the value in plain serde_json, and
-//! format 1, which had no version: `[1, outcome, name_len, name…, json…]`.
+//! Layout (format 3, the only one): `[3, outcome, version: u32 BE,
+//! name_len, name…, value…]`, the value in the extended JSON of
+//! [`json_ext`]. Formats 1 and 2 were written only by builds before 0.1
+//! and are refused (`CodecError::Format`), never guessed at.
 //!
 //! Why extended JSON: plain JSON writes `Some(None)` as `None`, NaN and
 //! infinities as `null` (which then fails to decode as a float on every
@@ -38,8 +38,6 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::CodecError;
 
 const FORMAT: u8 = 3;
-const FORMAT_2: u8 = 2;
-const FORMAT_1: u8 = 1;
 const OK: u8 = 0;
 const ERR: u8 = 1;
 const NOT_STORED: u8 = 2;
@@ -155,7 +153,6 @@ pub(crate) fn not_stored(reason: &str) -> Vec<u8> {
 
 /// A record split into its parts, before the value is decoded.
 pub(crate) struct Parsed<'a> {
-    format: u8,
     pub outcome: Outcome,
     /// The value's version (0 unless the function sets one).
     pub version: u32,
@@ -170,18 +167,16 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
     let Some(&format) = bytes.first() else {
         return Err(CodecError::Corrupt("empty record"));
     };
-    // Where the version and the name length are, by format.
-    let (version, name_at) = match format {
-        FORMAT | FORMAT_2 => {
-            let version: [u8; 4] = bytes
-                .get(2..6)
-                .and_then(|v| v.try_into().ok())
-                .ok_or_else(short)?;
-            (u32::from_be_bytes(version), 6)
-        }
-        FORMAT_1 => (0, 2),
-        other => return Err(CodecError::Format(other)),
-    };
+    if format != FORMAT {
+        return Err(CodecError::Format(format));
+    }
+    let version: [u8; 4] = bytes
+        .get(2..6)
+        .and_then(|v| v.try_into().ok())
+        .ok_or_else(short)?;
+    let version = u32::from_be_bytes(version);
+    // The name's length is the header's last byte.
+    let name_at = HEADER - 1;
     let outcome = match bytes.get(1) {
         Some(&OK) => Outcome::Ok,
         Some(&ERR) => Outcome::Err,
@@ -196,7 +191,6 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed<'_>, CodecError> {
     let type_name =
         std::str::from_utf8(name).map_err(|_| CodecError::Corrupt("type name is not UTF-8"))?;
     Ok(Parsed {
-        format,
         outcome,
         version,
         type_name,
@@ -216,19 +210,14 @@ impl Parsed<'_> {
     }
 
     pub(crate) fn decode<T: DeserializeOwned>(&self) -> Result<T, CodecError> {
-        let decoded = if self.format == FORMAT {
-            json_ext::from_slice(self.payload)
-        } else {
-            serde_json::from_slice(self.payload)
-        };
-        decoded.map_err(|source| CodecError::ShapeChanged {
+        json_ext::from_slice(self.payload).map_err(|source| CodecError::ShapeChanged {
             stored: self.type_name.to_owned(),
             expected: std::any::type_name::<T>(),
             source,
         })
     }
 
-    /// The value as the record holds it, read as plain JSON: format 3's
+    /// The value as the record holds it, read as plain JSON: the format's
     /// escapes (`{"$u128":…}`, `{"$f64":"NaN"}`, …) stay as written, so
     /// any record reads without knowing its type and nothing is lost.
     pub(crate) fn raw_json(&self) -> Result<serde_json::Value, serde_json::Error> {
@@ -303,25 +292,17 @@ mod tests {
     }
 
     #[test]
-    fn format_1_records_are_still_read() {
+    fn pre_release_formats_are_refused() {
+        // Format 1 had no version; format 2 held plain serde_json.
         let mut v1 = vec![1, OK, 3];
-        v1.extend_from_slice(b"u32");
-        v1.extend_from_slice(b"7");
-        let parsed = parse(&v1).unwrap();
-        assert_eq!((parsed.version, parsed.type_name), (0, "u32"));
-        assert_eq!(parsed.decode::<u32>().unwrap(), 7);
-    }
-
-    #[test]
-    fn format_2_records_are_still_read_as_plain_json() {
+        v1.extend_from_slice(b"u327");
         let mut v2 = vec![2, OK, 0, 0, 0, 1, 3];
-        v2.extend_from_slice(b"Opt");
-        // Plain JSON: `null` is `None` at every level, a `$` key is a key.
-        v2.extend_from_slice(br#"{"$some":null}"#);
-        let parsed = parse(&v2).unwrap();
-        assert_eq!((parsed.version, parsed.type_name), (1, "Opt"));
-        let map: std::collections::HashMap<String, Option<u8>> = parsed.decode().unwrap();
-        assert_eq!(map["$some"], None);
+        v2.extend_from_slice(b"u327");
+        for (old, format) in [(v1, 1), (v2, 2)] {
+            let err = parse(&old).err().expect("a pre-release record parsed");
+            assert!(matches!(err, CodecError::Format(f) if f == format), "{err}");
+            assert!(err.to_string().contains("reads only format 3"), "{err}");
+        }
     }
 
     #[test]
@@ -339,11 +320,14 @@ mod tests {
         assert!(matches!(parse(&[]), Err(CodecError::Corrupt(_))));
         assert!(matches!(parse(&[9, 0, 0]), Err(CodecError::Format(9))));
         assert!(matches!(
-            parse(&[1, 0, 200, b'x']),
+            parse(&[3, 0, 0, 0, 0, 0, 200, b'x']),
             Err(CodecError::Corrupt(_))
         ));
-        assert!(matches!(parse(&[2, 0, 0, 0]), Err(CodecError::Corrupt(_))));
-        assert!(matches!(parse(&[1, 7, 0]), Err(CodecError::Corrupt(_))));
+        assert!(matches!(parse(&[3, 0, 0, 0]), Err(CodecError::Corrupt(_))));
+        assert!(matches!(
+            parse(&[3, 7, 0, 0, 0, 0, 0]),
+            Err(CodecError::Corrupt(_))
+        ));
         let mut bytes = encode(Outcome::Ok, &String::from("hello"), 1024).unwrap();
         bytes.truncate(bytes.len() - 2);
         assert!(matches!(

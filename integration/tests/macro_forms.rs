@@ -600,12 +600,12 @@ async fn bill_derived(name: &str, amount: u32) -> Result<u32, idem::Error> {
     Ok(amount)
 }
 
-/// Records written by earlier releases must still be found: the key
-/// derived from `("alice", 1200)` in scope `billing` is pinned, byte for
+/// Records written by this release must be found by every later one: the
+/// key derived from `("alice", 1200)` in scope `billing` is pinned, byte for
 /// byte (SHA-256 of the parameters' serde form, hashed into the record key
 /// as a 32-byte string).
 #[tokio::test]
-async fn the_derived_key_finds_records_of_earlier_releases() {
+async fn the_derived_key_is_pinned_byte_for_byte() {
     assert_eq!(bill_derived("alice", 1200).await.unwrap(), 1200);
     let mut bytes = [0u8; 32];
     let hex = "7de74dc23c574252ade2343eab2632dd21b0abeedd106f9b8e2c6d2ccf6b4b61";

@@ -2,14 +2,16 @@
 //! type's path (which changes with the compiler, a moved module or a
 //! renamed crate); a changed shape or an explicit version bump is
 //! `Error::Codec` naming both sides; corrupt bytes are `Error::Codec`; and
-//! the golden records under `tests/golden/`, written by this version, are
-//! read back by every later one.
+//! the golden records under `tests/golden/`, in the one record format
+//! (3), are read back by every later version.
+//!
+//! `tests/golden/format_2/` keeps records of format 2, which only builds
+//! before 0.1 wrote: they are refused with `CodecError::Format`, and the
+//! body does not run.
 //!
 //! Write the golden files of a new kind: `IDEM_WRITE_GOLDEN=1 cargo test
 //! -p idem-integration --test records write_golden`. Files that exist are
-//! never rewritten: the format 2 ones (`ok_receipt`, `err_declined`,
-//! `not_stored`, `http_response`) stand for records written before format
-//! 3, which every later version must still read.
+//! never rewritten: a record written by one release must read in the next.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -161,6 +163,9 @@ impl Store for Seeded {
     async fn renew(&self, _: &RecordKey, _: Token, _: Duration) -> Result<Fence, StoreError> {
         Ok(Fence::Held)
     }
+    async fn forget(&self, _: &RecordKey) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 fn seeded(bytes: impl Into<Bytes>) -> Idempotency {
@@ -257,46 +262,41 @@ fn check_lossless(value: &Lossless) {
     assert_eq!(value.wide, u128::MAX);
 }
 
-/// The format byte of each golden file: the old ones stay format 2.
+/// The format byte of each golden file: 3 in `golden/`, 2 in
+/// `golden/format_2/`, and every record kind is in `golden/`.
 #[test]
 fn golden_files_keep_their_format() {
-    for (name, format) in [
-        ("ok_receipt.bin", 2),
-        ("err_declined.bin", 2),
-        ("not_stored.bin", 2),
-        ("http_response.bin", 2),
-        ("ok_lossless_v3.bin", 3),
-        ("err_declined_v3.bin", 3),
-    ] {
-        assert_eq!(std::fs::read(golden(name)).unwrap()[0], format, "{name}");
+    for (dir, format) in [("", 3), ("format_2", 2)] {
+        for file in std::fs::read_dir(golden(dir)).unwrap() {
+            let path = file.unwrap().path();
+            if path.extension().is_some_and(|ext| ext == "bin") {
+                let bytes = std::fs::read(&path).unwrap();
+                assert_eq!(bytes[0], format, "{}", path.display());
+            }
+        }
+    }
+    for kind in KINDS {
+        assert!(golden(kind).exists(), "golden/{kind} is missing");
     }
 }
 
-/// Format 3 records, read back from the committed bytes.
-#[tokio::test]
-async fn golden_format_3_records_decode() {
-    let ok: Result<Lossless, Error> = seeded(std::fs::read(golden("ok_lossless_v3.bin")).unwrap())
-        .call("golden", "lossless")
-        .run(|| async { panic!("replay expected") })
-        .await;
-    check_lossless(&ok.unwrap());
-    let err: Result<u64, Declined> = seeded(std::fs::read(golden("err_declined_v3.bin")).unwrap())
-        .call("golden", "err")
-        .errors(idem::replay_errors())
-        .run(|| async { panic!("replay expected") })
-        .await;
-    assert_eq!(
-        err.unwrap_err(),
-        Declined::Card {
-            reason: "$expired".into()
-        }
-    );
-}
+/// The record kinds `write_golden` writes.
+const KINDS: [&str; 5] = [
+    "ok_receipt.bin",
+    "ok_lossless.bin",
+    "err_declined.bin",
+    "not_stored.bin",
+    "http_response.bin",
+];
 
 fn golden(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
         .join(name)
+}
+
+fn read_golden(name: &str) -> Vec<u8> {
+    std::fs::read(golden(name)).unwrap()
 }
 
 #[derive(Serialize, Deserialize, Debug, PartialEq)]
@@ -307,11 +307,10 @@ enum Declined {
 /// Every record kind, read back from the committed bytes.
 #[tokio::test]
 async fn golden_records_of_every_kind_decode() {
-    let ok: Result<before_the_move::Receipt, Error> =
-        seeded(std::fs::read(golden("ok_receipt.bin")).unwrap())
-            .call("golden", "ok")
-            .run(|| async { panic!("replay expected") })
-            .await;
+    let ok: Result<before_the_move::Receipt, Error> = seeded(read_golden("ok_receipt.bin"))
+        .call("golden", "ok")
+        .run(|| async { panic!("replay expected") })
+        .await;
     assert_eq!(
         ok.unwrap(),
         before_the_move::Receipt {
@@ -320,7 +319,13 @@ async fn golden_records_of_every_kind_decode() {
         }
     );
 
-    let err: Result<u64, Declined> = seeded(std::fs::read(golden("err_declined.bin")).unwrap())
+    let ok: Result<Lossless, Error> = seeded(read_golden("ok_lossless.bin"))
+        .call("golden", "lossless")
+        .run(|| async { panic!("replay expected") })
+        .await;
+    check_lossless(&ok.unwrap());
+
+    let err: Result<u64, Declined> = seeded(read_golden("err_declined.bin"))
         .call("golden", "err")
         .errors(idem::replay_errors())
         .run(|| async { panic!("replay expected") })
@@ -328,23 +333,21 @@ async fn golden_records_of_every_kind_decode() {
     assert_eq!(
         err.unwrap_err(),
         Declined::Card {
-            reason: "expired".into()
+            reason: "$expired".into()
         }
     );
 
-    let not_stored: Result<String, Error> =
-        seeded(std::fs::read(golden("not_stored.bin")).unwrap())
-            .call("golden", "big")
-            .run(|| async { panic!("replay expected") })
-            .await;
+    let not_stored: Result<String, Error> = seeded(read_golden("not_stored.bin"))
+        .call("golden", "big")
+        .run(|| async { panic!("replay expected") })
+        .await;
     assert!(
         matches!(not_stored, Err(Error::Codec(CodecError::NotStored(_)))),
         "{not_stored:?}"
     );
 
-    let response =
-        idem::http::fuzz_stored_response(&std::fs::read(golden("http_response.bin")).unwrap())
-            .expect("the stored HTTP response decodes");
+    let response = idem::http::fuzz_stored_response(&read_golden("http_response.bin"))
+        .expect("the stored HTTP response decodes");
     assert_eq!(response.status(), StatusCode::CREATED);
     assert_eq!(response.headers()["location"], "/orders/42");
     assert_eq!(response.headers()["idempotent-replayed"], "true");
@@ -353,6 +356,43 @@ async fn golden_records_of_every_kind_decode() {
         .unwrap()
         .to_bytes();
     assert_eq!(&body[..], b"{\"id\":42}");
+}
+
+/// Records of the pre-release formats: the golden format 2 files, and a
+/// format 1 record (which had no version field), are each refused with
+/// `CodecError::Format` naming their format and the one this build
+/// reads; the body never runs.
+#[tokio::test]
+async fn pre_release_records_are_refused() {
+    let mut format_1 = vec![1, 0, 3];
+    format_1.extend_from_slice(b"u64");
+    format_1.extend_from_slice(b"42");
+    let mut cases = vec![(1, "format 1".to_owned(), format_1)];
+    for kind in ["ok_receipt.bin", "err_declined.bin", "not_stored.bin"] {
+        let bytes = read_golden(&format!("format_2/{kind}"));
+        cases.push((2, format!("format_2/{kind}"), bytes));
+    }
+    for (format, what, bytes) in cases {
+        let out: Result<before_the_move::Receipt, Error> = seeded(bytes)
+            .call("golden", "pre-release")
+            .run(|| async { panic!("a pre-release record ran the body") })
+            .await;
+        let Err(Error::Codec(err @ CodecError::Format(found))) = out else {
+            panic!("{what}: {out:?}")
+        };
+        assert_eq!(found, format, "{what}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("format version {format}")) && text.contains("only format 3"),
+            "{what}: {text}"
+        );
+    }
+    let http = idem::http::fuzz_stored_response(&read_golden("format_2/http_response.bin"));
+    assert!(
+        matches!(http, Err(CodecError::Format(2))),
+        "format_2/http_response.bin: {:?}",
+        http.map(|response| response.status())
+    );
 }
 
 impl From<Error> for Declined {
@@ -396,6 +436,9 @@ impl Store for Recording {
     ) -> Result<Fence, StoreError> {
         self.inner.renew(key, token, lease).await
     }
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        self.inner.forget(key).await
+    }
 }
 
 #[tokio::test]
@@ -424,16 +467,6 @@ async fn write_golden() {
         })
         .await;
     write("ok_receipt.bin");
-    let _: Result<u64, Declined> = small
-        .call("golden", "err")
-        .errors(idem::replay_errors())
-        .run(|| async {
-            Err(Declined::Card {
-                reason: "expired".into(),
-            })
-        })
-        .await;
-    write("err_declined.bin");
     let _: Result<String, Error> = small
         .call("golden", "big")
         .run(|| async { Ok("x".repeat(1024)) })
@@ -443,7 +476,7 @@ async fn write_golden() {
         .call("golden", "lossless")
         .run(|| async { Ok(lossless()) })
         .await;
-    write("ok_lossless_v3.bin");
+    write("ok_lossless.bin");
     let _: Result<u64, Declined> = small
         .call("golden", "err-v3")
         .errors(idem::replay_errors())
@@ -453,7 +486,7 @@ async fn write_golden() {
             })
         })
         .await;
-    write("err_declined_v3.bin");
+    write("err_declined.bin");
 
     let router = Router::new()
         .route(

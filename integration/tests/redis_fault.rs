@@ -63,6 +63,9 @@ impl Store for Audited {
     ) -> Result<Fence, StoreError> {
         self.inner.renew(key, token, lease).await
     }
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
+        self.inner.forget(key).await
+    }
 }
 
 async fn fast_store(server: &PrivateRedis) -> RedisStore {

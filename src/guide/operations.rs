@@ -119,11 +119,7 @@
 //!
 //! What each store keeps for listing: the raw key is never stored, so records
 //! carry the call site's static name (`Claim::site`) and, in SQL, the claim's
-//! creation time (`site` and `created_at` columns: migration step 3 of
-//! `PostgresStore::migrate`, step 2 of a SQLite file's, applied on open; PostgreSQL
-//! keeps the four-argument claim function so replicas of the previous release
-//! keep working during a rolling deploy, their claims listed without site or
-//! age). A Redis claim keeps its time (by the claimer's clock: the claim is
+//! creation time (`site` and `created_at` columns). A Redis claim keeps its time (by the claimer's clock: the claim is
 //! one native `SET`, which cannot read Redis's; expiry is still Redis's `PX`)
 //! and site after its fenced fields, so `--in-progress --older-than` finds
 //! stuck claims there too; a completed Redis record keeps neither, its age

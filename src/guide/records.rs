@@ -18,9 +18,10 @@
 //!   cents) is yours to declare: `#[idempotent(…, version = 2)]` (or
 //!   `.version(2)` on the builder); records of another version are
 //!   [`CodecError::VersionChanged`](crate::CodecError::VersionChanged), never misread;
-//! - the record format carries its own version (3; records of formats 1 and
-//!   2, from before, are still read exactly as they were written), and
-//!   corrupt bytes are `Error::Codec`, never a panic.
+//! - the record format carries its own version (3, the only one: formats
+//!   1 and 2, written by builds before 0.1, are refused with
+//!   [`CodecError::Format`](crate::CodecError::Format)), and corrupt bytes
+//!   are `Error::Codec`, never a panic.
 //!
 //! What each surface does with a record that no longer decodes: a queue
 //! consumer gets [`Disposition::Reject`](crate::queue::Disposition::Reject) (dead-letter it: redelivering cannot
@@ -85,10 +86,10 @@
 //! body does not run again.
 //!
 //! `integration/tests/golden/` holds the bytes this version writes for every
-//! record kind (`Ok`, a stored `Err`, a not-stored marker, an HTTP response,
-//! in format 2 as written before format 3, and format 3 `Ok` and `Err`
-//! records holding every escape), and `integration/tests/records.rs` reads
-//! them back, so a change of format
+//! record kind (`Ok` and `Err` holding every escape, a not-stored marker, an
+//! HTTP response), and `integration/tests/records.rs` reads them back (and
+//! refuses the pre-release format 2 records kept under `golden/format_2/`),
+//! so a change of format
 //! or identity that strands live records fails CI. `scripts/fuzz [seconds]`
 //! runs the record decoder and the HTTP stored-response decoder under
 //! libFuzzer (cargo-fuzz) from those records. `scripts/fuzz 60` on 2 cores:

@@ -48,6 +48,21 @@
 //! # }
 //! ```
 //!
+//! The chaos test `integration/tests/reconcile_chaos.rs` measures the
+//! difference. A worker charges 150 payments through a fake provider on
+//! loopback that books every charge it receives (it does not deduplicate)
+//! and answers lookups by reference. The worker is SIGKILLed 6 times and
+//! restarted, with 300 ms leases, until every payment is done; 3 of the
+//! kills land in the ambiguous window on purpose in every run (the
+//! provider booked the charge and holds its answer), 3 at random moments.
+//! Without `reconcile`, 2–9 payments per run were booked twice on
+//! PostgreSQL and 4–13 on SQLite (at least one extra booking per kill in
+//! the window; a kill can find up to four payments between booking and
+//! completion). With the reconcile above, every payment was booked exactly
+//! once, in 40 runs of 40 on each store, the reconcile answering `Some`
+//! 3–14 times per run. Run it with `cargo test -p idem-integration
+//! --all-features --test reconcile_chaos` (about 3 s).
+//!
 //! `Ok(Some(v))` is stored and returned as if the body ran (the body does
 //! not run); `Ok(None)` runs the body; `Err` goes through the error policy
 //! (released by default, so the next call asks again). A fresh key, a

@@ -145,7 +145,8 @@ pub async fn corrupt_record_is_a_codec_error(idem: Idempotency) {
     for (key, bytes) in [
         ("empty", &b""[..]),
         ("format", b"\x09\x00\x00"),
-        ("cut", b"\x01\x00\x40abc"),
+        ("cut", b"\x03\x00\x00\x00\x00\x00\x40abc"),
+        ("pre-release format", b"\x02\x00\x00\x00\x00\x00\x02u8"),
     ] {
         plant(&idem, &scope, key, bytes).await;
         let out: Result<u8, Error> = idem

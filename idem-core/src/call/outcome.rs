@@ -34,6 +34,10 @@ pub struct Reported<R> {
 /// A call's `Err` as [`Call::run_apart`](crate::Call::run_apart) answers
 /// it: the body's own, or idem's.
 ///
+/// Exhaustive on purpose: an error comes from the body or from idem, and a
+/// caller matching both is complete; `Body` itself is `#[non_exhaustive]`,
+/// so it can carry more.
+///
 /// ```
 /// use idem::Failed;
 /// let failed: Failed<String> = Failed::Idem(idem::Error::NotConfigured);

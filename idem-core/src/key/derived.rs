@@ -6,8 +6,9 @@ use crate::Fingerprint;
 /// The key `#[idempotent]` derives from a fn's parameters when no
 /// `key = …` is given: the streaming SHA-256 of their serde form (the same
 /// digest as the derived fingerprint, but a key, not a payload check).
-/// It hashes into a [`RecordKey`](crate::key::RecordKey) as its 32 bytes, which is what records
-/// written by earlier releases were stored under.
+/// It hashes into a [`RecordKey`](crate::key::RecordKey) as its 32 bytes: a
+/// form pinned byte for byte, since a change would strand every live record
+/// keyed by it.
 ///
 /// ```
 /// use idem::__private::ParamDigest;
@@ -17,7 +18,7 @@ use crate::Fingerprint;
 /// let derived = digest.finish().unwrap();
 /// let key = idem::key::RecordKey::new(&"billing", &derived.key);
 /// assert_eq!(key.to_hex(), "7de74dc23c574252ade2343eab2632dd21b0abeedd106f9b8e2c6d2ccf6b4b61");
-/// // Earlier releases keyed the record by the digest's 32 bytes: the same record.
+/// // The key is the digest's 32 bytes, as a byte string.
 /// let digest = derived.fingerprint.as_bytes();
 /// assert_eq!(key, idem::key::RecordKey::new(&"billing", &digest[..]));
 /// ```

@@ -171,9 +171,9 @@ fn has_dollar(bytes: &[u8]) -> bool {
 ///
 /// Text without a `$` holds no escape and no escaped key: it is exactly
 /// what serde_json writes for the value, so serde_json reads it directly,
-/// without the tree (most records: a replay then costs what it did in
-/// format 2). serde_json's own leniencies apply there as they did in
-/// format 2 (a map key `"1"` read into an integer-keyed map). A record
+/// without the tree (most records: a replay then costs what plain
+/// serde_json costs). serde_json's own leniencies apply there (a map key
+/// `"1"` read into an integer-keyed map). A record
 /// nested deeper than serde_json reads is read again without its limit,
 /// under [`MAX_DEPTH`]: only then is the text scanned for its depth.
 pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Error> {

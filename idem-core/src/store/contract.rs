@@ -42,6 +42,9 @@ use crate::{Claim, ClaimOutcome, Fence, RecordKey, StepId, StoreError, Token};
 ///     async fn renew(&self, _: &RecordKey, _: Token, _: Duration) -> Result<Fence, StoreError> {
 ///         Err(StoreError::new("down", "unreachable"))
 ///     }
+///     async fn forget(&self, _: &RecordKey) -> Result<(), StoreError> {
+///         Err(StoreError::new("down", "unreachable"))
+///     }
 /// }
 /// ```
 #[async_trait::async_trait]
@@ -114,15 +117,5 @@ pub trait Store: Send + Sync {
     /// `Ok`. An operator's step ([`Idempotency::forget`](crate::Idempotency::forget),
     /// `idem forget`), not part of a call: a body still running on a
     /// forgotten claim finds its lease lost when it completes.
-    ///
-    /// Every built-in store implements it. The default, for stores written
-    /// before it existed, refuses with a [`StoreError`] saying the store
-    /// does not support it.
-    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
-        let _ = key;
-        Err(StoreError::new(
-            "store",
-            "this store does not implement `Store::forget`",
-        ))
-    }
+    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError>;
 }

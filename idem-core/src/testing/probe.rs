@@ -123,6 +123,10 @@ impl Store for Refusing {
     ) -> Result<crate::Fence, StoreError> {
         Err(refused())
     }
+
+    async fn forget(&self, _: &RecordKey) -> Result<(), StoreError> {
+        Err(refused())
+    }
 }
 
 fn refused() -> StoreError {

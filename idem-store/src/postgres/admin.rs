@@ -72,7 +72,7 @@ impl Admin for PostgresStore {
             "SELECT {COLUMNS}, NULL::bytea FROM {t} \
              WHERE (NOT $1 OR (record IS NULL AND expires_at > statement_timestamp())) \
              AND ($2::bigint IS NULL OR created_at <= statement_timestamp() - $2 * interval '1 microsecond') \
-             ORDER BY created_at NULLS FIRST, key LIMIT $3",
+             ORDER BY created_at, key LIMIT $3",
             t = self.inner.sql.table
         );
         let limit = filter.limit.map(|n| n.min(i64::MAX as usize) as i64);

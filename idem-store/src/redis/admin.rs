@@ -5,8 +5,7 @@
 //! A claim keeps its time (by the claimer's clock: the claim is one native
 //! `SET`, which cannot ask Redis's) and its call site after the fenced
 //! fields; a completed record's age is the time since completion (its
-//! stored TTL less what is left, by Redis's clock). A claim written by a
-//! release before this one lists with no age or site.
+//! stored TTL less what is left, by Redis's clock).
 
 use std::time::Duration;
 
@@ -133,14 +132,14 @@ fn info(
         Some(b'P') => (
             RecordState::InProgress,
             fingerprint_at(value, 17)?,
-            claim_age(value),
+            claim_age(value)?,
             0,
             None,
         ),
         Some(b'C') => {
             let ttl = ttl_at(value, 33)?;
             let record = whole.then(|| Bytes::copy_from_slice(&value[RECORD_AT..]));
-            let age = ttl.checked_sub(left);
+            let age = ttl.saturating_sub(left);
             let size = len.saturating_sub(RECORD_AT);
             (
                 RecordState::Completed,
@@ -168,12 +167,14 @@ fn info(
     Ok(info)
 }
 
-/// Since a claim was won, by the claimer's clock; `None` for a claim of a
-/// release that did not keep its time.
-fn claim_age(value: &[u8]) -> Option<Duration> {
-    let at = value.get(CLAIM_AT..CLAIM_AT + 8)?;
-    let at = Duration::from_millis(u64::from_be_bytes(at.try_into().ok()?));
-    Some(unix_now().saturating_sub(at))
+/// Since a claim was won, by the claimer's clock.
+fn claim_age(value: &[u8]) -> Result<Duration, StoreError> {
+    let at = value
+        .get(CLAIM_AT..CLAIM_AT + 8)
+        .and_then(|at| <[u8; 8]>::try_from(at).ok())
+        .ok_or_else(|| corrupt("claim time is not 8 bytes"))?;
+    let at = Duration::from_millis(u64::from_be_bytes(at));
+    Ok(unix_now().saturating_sub(at))
 }
 
 #[async_trait]
@@ -184,13 +185,13 @@ impl Admin for RedisStore {
                 let in_progress = info.state == RecordState::InProgress;
                 let old = match filter.older_than {
                     None => true,
-                    Some(limit) => info.age.is_some_and(|age| age >= limit),
+                    Some(limit) => info.age >= limit,
                 };
                 (!filter.in_progress || in_progress) && old
             })
             .await?;
-        // Oldest first; claims (age unknown) before completed records.
-        records.sort_by_key(|info| std::cmp::Reverse(info.age.unwrap_or(Duration::MAX)));
+        // Oldest first.
+        records.sort_by_key(|info| std::cmp::Reverse(info.age));
         if let Some(limit) = filter.limit {
             records.truncate(limit);
         }

@@ -31,7 +31,7 @@ where
     let corrupt = |what: &str| StoreError::new(backend, format!("a stored {what} is not 32 bytes"));
     let key: Vec<u8> = row.try_get(0).map_err(read)?;
     let key: [u8; 32] = key.try_into().map_err(|_| corrupt("key"))?;
-    let age: Option<i64> = row.try_get(2).map_err(read)?;
+    let age: i64 = row.try_get(2).map_err(read)?;
     let left: i64 = row.try_get(3).map_err(read)?;
     let in_progress: bool = row.try_get(4).map_err(read)?;
     let size: i64 = row.try_get(5).map_err(read)?;
@@ -44,7 +44,7 @@ where
         Fingerprint::from_bytes(fingerprint),
     );
     info.site = row.try_get(1).map_err(read)?;
-    info.age = age.map(micros_to);
+    info.age = micros_to(age);
     info.expires_in = (left > 0).then(|| micros_to(left));
     info.size = size as usize;
     info.record = record.map(Bytes::from);

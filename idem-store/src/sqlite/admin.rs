@@ -32,7 +32,7 @@ const LIST: &str = concat!(
     now_ms!(),
     ")) AND (?2 IS NULL OR created_at <= ",
     now_ms!(),
-    " - ?2) ORDER BY coalesce(created_at, 0), key LIMIT ?3"
+    " - ?2) ORDER BY created_at, key LIMIT ?3"
 );
 
 const INSPECT: &str = concat!(columns!(), ", record FROM idem_records WHERE key = ?1");
@@ -56,7 +56,7 @@ fn info(row: &SqliteRow) -> Result<RecordInfo, StoreError> {
     let key: [u8; 32] = key
         .try_into()
         .map_err(|_| StoreError::new("sqlite", "a stored key is not 32 bytes"))?;
-    let age: Option<i64> = row.try_get(2).map_err(err)?;
+    let age: i64 = row.try_get(2).map_err(err)?;
     let left: i64 = row.try_get(3).map_err(err)?;
     let in_progress: bool = row.try_get(4).map_err(err)?;
     let size: i64 = row.try_get(5).map_err(err)?;
@@ -68,7 +68,7 @@ fn info(row: &SqliteRow) -> Result<RecordInfo, StoreError> {
         fingerprint(row.try_get(6).map_err(err)?)?,
     );
     info.site = row.try_get(1).map_err(err)?;
-    info.age = age.map(millis);
+    info.age = millis(age);
     info.expires_in = (left > 0).then(|| millis(left));
     info.size = size as usize;
     info.record = record.map(Bytes::from);

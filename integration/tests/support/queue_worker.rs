@@ -34,6 +34,11 @@ impl Process {
         Process(command.spawn().expect("start the process"))
     }
 
+    /// Its exit status if it has exited (reaped), `None` while it runs.
+    pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.0.try_wait().expect("poll the process")
+    }
+
     /// SIGKILL, as a crash would, and reap it.
     pub(crate) fn kill(&mut self) {
         let _ = self.0.kill();
