@@ -1,5 +1,6 @@
 //! The command line, as clap reads it.
 
+#[cfg(feature = "sqlite")]
 use std::path::PathBuf;
 use std::time::Duration;
 
