@@ -1,5 +1,6 @@
 //! The command line, as clap reads it.
 
+#[cfg(feature = "sqlite")]
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -59,6 +60,17 @@ pub(crate) struct StoreArgs {
         hide_env_values = true
     )]
     pub postgres: Option<String>,
+    /// A MySQL or MariaDB database, e.g. mysql://app@localhost/app (its
+    /// password is never printed; prefer the variable)
+    #[cfg(feature = "mysql")]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "IDEM_MYSQL_URL",
+        global = true,
+        hide_env_values = true
+    )]
+    pub mysql: Option<String>,
     /// A SQLite file written by `SqliteStore` (opened read-only where the
     /// command only reads; never created or upgraded)
     #[cfg(feature = "sqlite")]
@@ -73,8 +85,8 @@ pub(crate) struct StoreOptions {
     #[cfg(feature = "postgres")]
     #[arg(long, default_value = "public", global = true)]
     pub schema: String,
-    /// PostgreSQL records table.
-    #[cfg(feature = "postgres")]
+    /// PostgreSQL or MySQL records table.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     #[arg(long, default_value = "idem_records", global = true)]
     pub table: String,
     /// Redis key prefix of the records.

@@ -1,5 +1,5 @@
-//! `idem`: operate idem's idempotency records in Redis, PostgreSQL or
-//! SQLite. See `idem --help` and README.md ("Operating records").
+//! `idem`: operate idem's idempotency records in Redis, PostgreSQL, SQLite
+//! or MySQL/MariaDB. See `idem --help` and README.md ("Operating records").
 //!
 //! Exit codes: 0 done; 1 no such record; 2 bad arguments; 3 the store
 //! cannot be reached, failed, or holds no idem records.
@@ -8,7 +8,7 @@
 
 mod args;
 mod render;
-#[cfg(any(feature = "redis", feature = "postgres"))]
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 mod secret;
 mod stores;
 mod which;

@@ -6,7 +6,7 @@ use idem::admin::Admin;
 
 use crate::Failure;
 use crate::args::{StoreArgs, StoreOptions};
-#[cfg(any(feature = "redis", feature = "postgres"))]
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 use crate::secret::StoreUrl;
 
 /// The opened store, how to name it in messages, and how to keep its
@@ -39,6 +39,10 @@ pub(crate) async fn open(
     if let Some(url) = &args.postgres {
         return postgres(StoreUrl::new(url), options).await;
     }
+    #[cfg(feature = "mysql")]
+    if let Some(url) = &args.mysql {
+        return mysql(StoreUrl::new(url), options).await;
+    }
     #[cfg(feature = "sqlite")]
     if let Some(path) = &args.sqlite {
         return sqlite(path, read_only).await;
@@ -56,54 +60,67 @@ const STORE_FLAGS: &[&str] = &[
     "--redis URL (or IDEM_REDIS_URL)",
     #[cfg(feature = "postgres")]
     "--postgres URL (or IDEM_POSTGRES_URL)",
+    #[cfg(feature = "mysql")]
+    "--mysql URL (or IDEM_MYSQL_URL)",
     #[cfg(feature = "sqlite")]
     "--sqlite FILE",
 ];
 
 #[cfg(feature = "redis")]
 async fn redis(url: StoreUrl, options: &StoreOptions) -> Result<Opened, Failure> {
-    let name = format!("Redis at {}", url.shown());
-    let scrub = scrubber(&url);
-    let fail = |err: idem::StoreError| Failure::store(&scrub(&format!("{name}: {err}")));
-    let store = idem::RedisStore::builder()
+    let builder = idem::RedisStore::builder()
         .prefix(&options.prefix)
         // Reading and deleting records is safe whatever the policy.
-        .allow_eviction()
-        .connect(url.raw())
-        .await
-        .map_err(fail)?;
-    Ok(Opened {
-        store: Box::new(store),
-        name,
-        scrub,
-    })
+        .allow_eviction();
+    at_url("Redis", url, async |raw| builder.connect(raw).await).await
 }
 
 #[cfg(feature = "postgres")]
 async fn postgres(url: StoreUrl, options: &StoreOptions) -> Result<Opened, Failure> {
-    let name = format!("PostgreSQL at {}", url.shown());
-    let scrub = scrubber(&url);
-    let fail = |err: idem::StoreError| Failure::store(&scrub(&format!("{name}: {err}")));
-    let store = idem::PostgresStore::builder()
+    let builder = idem::PostgresStore::builder()
         .schema(options.schema.clone())
         .table(options.table.clone())
-        .max_connections(1)
-        .connect(url.raw())
-        .await
-        .map_err(&fail)?;
-    // Never `migrate`: a missing or older table is reported, not changed.
-    store.check_schema().await.map_err(&fail)?;
-    Ok(Opened {
-        store: Box::new(store),
-        name,
-        scrub,
+        .max_connections(1);
+    at_url("PostgreSQL", url, async |raw| {
+        let store = builder.connect(raw).await?;
+        // Never `migrate`: a missing or older table is reported, not changed.
+        store.check_schema().await.map(|()| store)
     })
+    .await
 }
 
-#[cfg(any(feature = "redis", feature = "postgres"))]
-fn scrubber(url: &StoreUrl) -> Box<dyn Fn(&str) -> String> {
-    let url = url.clone();
-    Box::new(move |text| url.scrub(text))
+#[cfg(feature = "mysql")]
+async fn mysql(url: StoreUrl, options: &StoreOptions) -> Result<Opened, Failure> {
+    let builder = idem::MySqlStore::builder()
+        .table(options.table.clone())
+        .max_connections(1);
+    at_url("MySQL", url, async |raw| {
+        let store = builder.connect(raw).await?;
+        // As PostgreSQL's: checked, never migrated.
+        store.check_schema().await.map(|()| store)
+    })
+    .await
+}
+
+/// The store `open` makes of `url`, named `server` in messages that never
+/// show the URL's password.
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
+async fn at_url<S: Admin + 'static>(
+    server: &str,
+    url: StoreUrl,
+    open: impl AsyncFnOnce(&str) -> Result<S, idem::StoreError>,
+) -> Result<Opened, Failure> {
+    let name = format!("{server} at {}", url.shown());
+    let opened = open(url.raw()).await;
+    let scrub: Box<dyn Fn(&str) -> String> = Box::new(move |text| url.scrub(text));
+    match opened {
+        Ok(store) => Ok(Opened {
+            store: Box::new(store),
+            name,
+            scrub,
+        }),
+        Err(err) => Err(Failure::store(&scrub(&format!("{name}: {err}")))),
+    }
 }
 
 #[cfg(feature = "sqlite")]

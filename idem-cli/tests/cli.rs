@@ -3,9 +3,12 @@
 //! run again, `purge` removes expired records, `stats` counts them, and
 //! bad input fails clearly with a non-zero exit.
 //!
-//! Servers: see integration/tests/support/pg_server.rs and
-//! redis_server.rs (the machine's, else private ones these tests start).
+//! Servers: see integration/tests/support/pg_server.rs, redis_server.rs
+//! and mysql_server.rs (the machine's, else private ones these tests
+//! start).
 
+#[path = "../../integration/tests/support/mysql_server.rs"]
+mod mysql_server;
 #[path = "../../integration/tests/support/pg_server.rs"]
 mod pg_server;
 #[path = "../../integration/tests/support/redis_server.rs"]
@@ -19,7 +22,7 @@ use std::time::Duration;
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
 use idem::store::{Claim, ClaimOutcome, Token};
-use idem::{Error, Idempotency, PostgresStore, RedisStore, SqliteStore, Store};
+use idem::{Error, Idempotency, MySqlStore, PostgresStore, RedisStore, SqliteStore, Store};
 use serde_json::{Value, json};
 
 /// Runs `idem` with `args`; its exit code, stdout and stderr.
@@ -32,6 +35,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
         .args(args)
         .env_remove("IDEM_REDIS_URL")
         .env_remove("IDEM_POSTGRES_URL")
+        .env_remove("IDEM_MYSQL_URL")
         .output()
         .expect("run idem");
     (
@@ -185,7 +189,7 @@ fn bad_arguments_and_unreachable_stores_fail_clearly() {
 
     let missing = "/nonexistent/idem.db";
     // Each: the arguments, the exit code, what the message names.
-    let cases: [(&[&str], i32, &str); 7] = [
+    let cases: [(&[&str], i32, &str); 8] = [
         (
             &["--sqlite", "a.db", "--redis", "redis://x", "stats"],
             2,
@@ -218,6 +222,11 @@ fn bad_arguments_and_unreachable_stores_fail_clearly() {
             "PostgreSQL at postgres://idem@127.0.0.1:1/idem",
         ),
         (
+            &["--mysql", "mysql://idem@127.0.0.1:1/idem", "stats"],
+            3,
+            "MySQL at mysql://idem@127.0.0.1:1/idem",
+        ),
+        (
             &["--redis", "redis://127.0.0.1:1", "stats"],
             3,
             "Redis at redis://127.0.0.1:1",
@@ -248,31 +257,38 @@ async fn sqlite() {
     let target = ["--sqlite", path_arg];
     lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
 
-    // A claim made two hours ago, stuck since; and one just made.
-    let old = stuck_claim(&store, "ship", "old").await;
-    let fresh = stuck_claim(&store, "ship", "fresh").await;
     let db = sqlx::SqlitePool::connect(&format!("sqlite://{path_arg}"))
         .await
         .unwrap();
-    sqlx::query("UPDATE idem_records SET created_at = created_at - 7200000 WHERE key = ?1")
-        .bind(&old.as_bytes()[..])
-        .execute(&db)
-        .await
-        .unwrap();
-    assert_lists_only_the_stuck_claim(&target, &old);
-    assert!(
-        !keys_of(&idem_json(&target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
-    );
-
-    // Expired records: counted, then purged.
-    expire_and_purge(&target, || async {
-        sqlx::query("UPDATE idem_records SET expires_at = expires_at - 86400000 WHERE key = ?1")
-            .bind(&old.as_bytes()[..])
-            .execute(&db)
-            .await
-            .unwrap();
+    let statements = [
+        "UPDATE idem_records SET created_at = created_at - 7200000 WHERE key = ?1",
+        "UPDATE idem_records SET expires_at = expires_at - 86400000 WHERE key = ?1",
+    ];
+    stuck_then_expired(&target, &store, statements, async |sql, key| {
+        sqlx::query(sql).bind(key).execute(&db).await.unwrap();
     })
     .await;
+}
+
+/// What follows the records in every SQL store: a claim made two hours
+/// ago (`statements[0]`, run by `run` with its key, moves its creation
+/// back) is listed as stuck and one just made is not; then it expires
+/// (`statements[1]`), is counted so, and is purged.
+async fn stuck_then_expired(
+    target: &[&str],
+    store: &dyn Store,
+    statements: [&str; 2],
+    run: impl AsyncFn(&str, &[u8]),
+) {
+    let old = stuck_claim(store, "ship", "old").await;
+    let fresh = stuck_claim(store, "ship", "fresh").await;
+    run(statements[0], &old.as_bytes()[..]).await;
+    assert_lists_only_the_stuck_claim(target, &old);
+    assert!(
+        !keys_of(&idem_json(target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
+    );
+    // Expired records: counted, then purged.
+    expire_and_purge(target, || run(statements[1], &old.as_bytes()[..])).await;
 }
 
 /// Counts before and after one record expires, then purges it.
@@ -327,31 +343,20 @@ async fn postgres() {
     let target = ["--postgres", &url, "--schema", &schema];
     lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
 
-    let old = stuck_claim(&store, "ship", "old").await;
-    let fresh = stuck_claim(&store, "ship", "fresh").await;
     let db = sqlx::PgPool::connect(&url).await.unwrap();
     let table = format!("\"{schema}\".idem_records");
-    sqlx::query(&format!(
-        "UPDATE {table} SET created_at = created_at - interval '2 hours' WHERE key = $1"
-    ))
-    .bind(&old.as_bytes()[..])
-    .execute(&db)
-    .await
-    .unwrap();
-    assert_lists_only_the_stuck_claim(&target, &old);
-    assert!(
-        !keys_of(&idem_json(&target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
-    );
-
-    expire_and_purge(&target, || async {
-        sqlx::query(&format!(
-            "UPDATE {table} SET expires_at = expires_at - interval '1 day' WHERE key = $1"
-        ))
-        .bind(&old.as_bytes()[..])
-        .execute(&db)
-        .await
-        .unwrap();
-    })
+    let statements = [
+        &format!("UPDATE {table} SET created_at = created_at - interval '2 hours' WHERE key = $1"),
+        &format!("UPDATE {table} SET expires_at = expires_at - interval '1 day' WHERE key = $1"),
+    ];
+    stuck_then_expired(
+        &target,
+        &store,
+        statements.map(String::as_str),
+        async |sql, key| {
+            sqlx::query(sql).bind(key).execute(&db).await.unwrap();
+        },
+    )
     .await;
     // A table name the store does not have: a clear store error.
     let (code, _, err) = run(&[
@@ -365,6 +370,43 @@ async fn postgres() {
     ]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("nope"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql() {
+    let url = mysql_server::url().await;
+    let table = mysql_server::unique_table("cli");
+    let store = MySqlStore::builder()
+        .table(table.clone())
+        .connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let idem = Idempotency::new(store.clone());
+    let target = ["--mysql", &url, "--table", &table];
+    lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
+
+    let db = sqlx::MySqlPool::connect(&url).await.unwrap();
+    let statements = [
+        &format!("UPDATE `{table}` SET created_at = created_at - INTERVAL 2 HOUR WHERE `key` = ?"),
+        &format!("UPDATE `{table}` SET expires_at = expires_at - INTERVAL 1 DAY WHERE `key` = ?"),
+    ];
+    stuck_then_expired(
+        &target,
+        &store,
+        statements.map(String::as_str),
+        async |sql, key| {
+            sqlx::query(sql).bind(key).execute(&db).await.unwrap();
+        },
+    )
+    .await;
+    // A table name the database does not have: a clear store error.
+    let (code, _, err) = run(&["--mysql", &url, "--table", "nope", "stats"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("`nope`") && err.contains("no idem table"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,8 @@
 //! prefixes, HTTP responses shown as responses, `purge` counting steps
 //! apart, `forget` all or nothing.
 
+#[path = "../../integration/tests/support/mysql_server.rs"]
+mod mysql_server;
 #[path = "../../integration/tests/support/pg_server.rs"]
 mod pg_server;
 
@@ -23,7 +25,8 @@ fn run_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     command
         .args(args)
         .env_remove("IDEM_REDIS_URL")
-        .env_remove("IDEM_POSTGRES_URL");
+        .env_remove("IDEM_POSTGRES_URL")
+        .env_remove("IDEM_MYSQL_URL");
     for (name, value) in env {
         command.env(name, value);
     }
@@ -106,6 +109,21 @@ async fn store_passwords_are_never_printed() {
     ] {
         assert_password_never_shown("--postgres", "IDEM_POSTGRES_URL", &url, pg_pw);
     }
+    let my_pw = "My5ecretPw";
+    // A user the server refuses, on the tests' MySQL or MariaDB.
+    let refused = mysql_server::url().await.replacen(
+        "mysql://root@",
+        &format!("mysql://nobody_idem:{my_pw}@"),
+        1,
+    );
+    assert!(refused.contains(my_pw), "{refused}");
+    for url in [
+        format!("mysql://u:{my_pw}@127.0.0.1:1/x"),
+        refused,
+        format!("mariadb://u:{my_pw}@127.0.0.1:1/x?ssl-mode=disabled"),
+    ] {
+        assert_password_never_shown("--mysql", "IDEM_MYSQL_URL", &url, my_pw);
+    }
     // The issue's own two-letter password, and a URL that does not parse.
     let (code, _, err) = run(&["--postgres", "postgres://u:pw@127.0.0.1:1/x", "stats"]);
     assert_eq!(code, 3);
@@ -130,14 +148,25 @@ async fn store_errors_name_no_password() {
     else {
         panic!("the role was accepted");
     };
+    let refused =
+        mysql_server::url()
+            .await
+            .replacen("mysql://root@", "mysql://nobody_idem:My5ecretPw@", 1);
+    let Err(my) = idem::MySqlStore::connect(&refused).await else {
+        panic!("the user was accepted");
+    };
     for shown in [
         redis.to_string(),
         format!("{redis:?}"),
         pg.to_string(),
         format!("{pg:?}"),
+        my.to_string(),
+        format!("{my:?}"),
     ] {
         assert!(
-            !shown.contains("Sup3rSecretPw") && !shown.contains("Pg5ecretPw"),
+            !shown.contains("Sup3rSecretPw")
+                && !shown.contains("Pg5ecretPw")
+                && !shown.contains("My5ecretPw"),
             "{shown}"
         );
     }
@@ -275,6 +304,94 @@ async fn a_postgres_database_without_idems_table_is_refused_and_unchanged() {
         .await
         .unwrap();
     assert!(!created, "the CLI created the schema");
+}
+
+/// The tables of `table` in the tests' MySQL database, and its rows.
+async fn mysql_snapshot(table: &str) -> (Vec<String>, i64) {
+    let mut db = mysql_server::admin().await;
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name LIKE CONCAT(?, '%') ORDER BY 1",
+    )
+    .bind(table)
+    .fetch_all(&mut db)
+    .await
+    .unwrap();
+    let rows = if names.iter().any(|n| n == table) {
+        sqlx::query_scalar(&format!("SELECT COUNT(*) FROM `{table}`"))
+            .fetch_one(&mut db)
+            .await
+            .unwrap()
+    } else {
+        0
+    };
+    (names, rows)
+}
+
+/// Item 4 for MySQL: a database without idem's tables, or with them at
+/// another schema version, or no database at all, is refused by every
+/// command (exit 3, saying nothing was changed) and left as it was.
+#[tokio::test]
+async fn a_mysql_database_without_idems_table_is_refused_and_unchanged() {
+    let url = mysql_server::url().await;
+    let table = mysql_server::unique_table("cli37");
+    let commands = [
+        &["stats"][..],
+        &["purge"],
+        &["list"],
+        &["forget", "--scope", "s", "--key", "k"],
+    ];
+    for args in commands {
+        let (code, _, err) = run(&[args, &["--mysql", &url, "--table", &table]].concat());
+        assert_eq!(code, 3, "{err}");
+        assert!(
+            err.contains("no idem table") && err.contains("nothing was changed"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        mysql_snapshot(&table).await,
+        (vec![], 0),
+        "the CLI created a table"
+    );
+
+    // No database in the URL: no table either.
+    let no_database = url.rsplit_once('/').unwrap().0.to_owned() + "/";
+    let (code, _, err) = run(&["--mysql", &no_database, "stats"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("no idem table"), "{err}");
+
+    // Set up by a later release: refused, its records left alone.
+    let store = idem::MySqlStore::builder()
+        .table(table.clone())
+        .connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let idem = Idempotency::new(store);
+    let _: u32 = idem
+        .call("s", "k")
+        .run(|| async { Ok::<_, Error>(7) })
+        .await
+        .unwrap();
+    let mut db = mysql_server::admin().await;
+    sqlx::query(&format!(
+        "INSERT INTO `{table}_migrations` VALUES (99, UTC_TIMESTAMP(6))"
+    ))
+    .execute(&mut db)
+    .await
+    .unwrap();
+    let before = mysql_snapshot(&table).await;
+    assert_eq!(before.1, 1);
+    for args in commands {
+        let (code, _, err) = run(&[args, &["--mysql", &url, "--table", &table]].concat());
+        assert_eq!(code, 3, "{err}");
+        assert!(
+            err.contains("schema version 99") && err.contains("nothing was changed"),
+            "{err}"
+        );
+    }
+    assert_eq!(mysql_snapshot(&table).await, before);
 }
 
 #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]

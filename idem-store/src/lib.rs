@@ -45,6 +45,10 @@ pub use mysql::MySqlStore;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod conns;
 
+/// What the SQL stores share beyond their connections.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod sql;
+
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 #[doc(no_inline)]

@@ -18,9 +18,8 @@ use idem_core::admin::Purged;
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
 use idem_core::{Store, StoreError};
-use sqlx::mysql::{MySqlPool, MySqlRow};
+use sqlx::mysql::{MySqlConnection, MySqlPool, MySqlRow};
 
-use conns::Conns;
 use exec::Affected;
 use statements::{ClaimBytes, Completion, Sql};
 
@@ -142,22 +141,13 @@ struct Inner {
     response_timeout: Duration,
 }
 
-enum Source {
-    Own(Box<Conns>),
-    Pool(MySqlPool),
-}
+type Source = crate::sql::send::Source<MySqlConnection>;
 
 impl std::fmt::Debug for MySqlStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MySqlStore")
             .field("table", &self.inner.sql.table)
-            .field(
-                "connections",
-                &match self.inner.conns {
-                    Source::Own(_) => "own",
-                    Source::Pool(_) => "sqlx pool",
-                },
-            )
+            .field("connections", &self.inner.conns.kind())
             .finish()
     }
 }
@@ -237,21 +227,11 @@ impl MySqlStore {
     /// # Ok(()) }
     /// ```
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        let err = |err| StoreError::new(BACKEND, err);
-        match &self.inner.conns {
-            Source::Own(conns) => {
-                let mut conn = conns.connect().await?;
-                migrate::run(&self.inner.sql, &mut conn)
-                    .await
-                    .map_err(err)?;
-                let _ = sqlx::Connection::close(conn).await;
-                Ok(())
-            }
-            Source::Pool(pool) => {
-                let mut conn = pool.acquire().await.map_err(err)?;
-                migrate::run(&self.inner.sql, &mut conn).await.map_err(err)
-            }
-        }
+        let sql = &self.inner.sql;
+        self.inner
+            .conns
+            .on_one(BACKEND, async |conn| migrate::run(sql, conn).await)
+            .await
     }
 
     /// Deletes expired records, claims and steps, oldest first, in
@@ -309,10 +289,7 @@ impl MySqlStore {
     /// # }
     /// ```
     pub async fn close(&self) {
-        match &self.inner.conns {
-            Source::Own(conns) => conns.close().await,
-            Source::Pool(pool) => pool.close().await,
-        }
+        self.inner.conns.close().await;
     }
 }
 

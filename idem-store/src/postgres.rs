@@ -18,9 +18,8 @@ use idem_core::admin::Purged;
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
 use idem_core::{Store, StoreError};
-use sqlx::postgres::{PgPool, PgRow};
+use sqlx::postgres::{PgConnection, PgPool, PgRow};
 
-use conns::Conns;
 use exec::Affected;
 use statements::{ClaimBytes, Sql, micros};
 
@@ -103,22 +102,13 @@ struct Inner {
     response_timeout: Duration,
 }
 
-enum Source {
-    Own(Box<Conns>),
-    Pool(PgPool),
-}
+type Source = crate::sql::send::Source<PgConnection>;
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresStore")
             .field("table", &self.inner.sql.table)
-            .field(
-                "connections",
-                &match self.inner.conns {
-                    Source::Own(_) => "own",
-                    Source::Pool(_) => "sqlx pool",
-                },
-            )
+            .field("connections", &self.inner.conns.kind())
             .finish()
     }
 }
@@ -197,21 +187,11 @@ impl PostgresStore {
     /// # Ok(()) }
     /// ```
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        let err = |err| StoreError::new(BACKEND, err);
-        match &self.inner.conns {
-            Source::Own(conns) => {
-                let mut conn = conns.connect().await?;
-                migrate::run(&self.inner.sql, &mut conn)
-                    .await
-                    .map_err(err)?;
-                let _ = sqlx::Connection::close(conn).await;
-                Ok(())
-            }
-            Source::Pool(pool) => {
-                let mut conn = pool.acquire().await.map_err(err)?;
-                migrate::run(&self.inner.sql, &mut conn).await.map_err(err)
-            }
-        }
+        let sql = &self.inner.sql;
+        self.inner
+            .conns
+            .on_one(BACKEND, async |conn| migrate::run(sql, conn).await)
+            .await
     }
 
     /// Deletes expired records, claims and steps, in statements of at most
@@ -269,10 +249,7 @@ impl PostgresStore {
     /// # }
     /// ```
     pub async fn close(&self) {
-        match &self.inner.conns {
-            Source::Own(conns) => conns.close().await,
-            Source::Pool(pool) => pool.close().await,
-        }
+        self.inner.conns.close().await;
     }
 }
 

@@ -130,6 +130,7 @@ async fn custom_database_and_table_and_bad_names() {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("invalid table name"), "{err}");
+        assert_eq!(err.kind(), idem::StoreErrorKind::Misconfigured, "{err}");
     }
     let err = MySqlStore::builder()
         .database("te`st")
@@ -207,6 +208,8 @@ async fn a_store_used_before_migrate_says_to_migrate() {
     };
     let message = err.to_string();
     assert!(message.contains("MySqlStore::migrate()"), "{message}");
+    // Not a fault to retry: as PostgreSQL's, a setup to fix.
+    assert_eq!(err.kind(), idem::StoreErrorKind::Misconfigured, "{err}");
 }
 
 /// Keys are hashed before they reach SQL: quotes, backticks, NULs,
@@ -496,13 +499,8 @@ async fn each_step_is_one_round_trip() {
 /// body never running.
 #[tokio::test]
 async fn an_unreachable_server_fails_closed() {
-    // A port that was free a moment ago, with nothing listening now.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let url = format!("mysql://root@127.0.0.1:{closed}/test");
+    let closed = mysql_server::ports::closed();
+    let url = format!("mysql://root@127.0.0.1:{}/test", closed.port);
     let err = MySqlStore::builder()
         .acquire_timeout(Duration::from_secs(2))
         .connect(&url)
@@ -603,11 +601,14 @@ async fn two_processes_racing_run_each_body_once() {
     .await
     .unwrap();
     let started = Instant::now();
+    // The workers use this process's server, a private one included.
+    let url = mysql_server::url().await;
     let workers: Vec<_> = (0..2)
         .map(|_| {
             Command::new(std::env::current_exe().unwrap())
                 .args(["race_worker", "--exact", "--nocapture", "--test-threads=1"])
                 .env(WORKER, &table)
+                .env("IDEM_TEST_MYSQL_URL", &url)
                 .spawn()
                 .unwrap()
         })
@@ -628,6 +629,95 @@ async fn two_processes_racing_run_each_body_once() {
         .execute(&mut admin)
         .await
         .unwrap();
+}
+
+/// Where nothing answers at `IDEM_TEST_MYSQL_URL` (here a closed port),
+/// the tests start a MariaDB of their own: a child test process so told
+/// runs a call on it twice (the body once), and the server is stopped and
+/// its directory removed when that process exits.
+#[tokio::test]
+async fn a_private_server_starts_where_none_answers() {
+    let closed = mysql_server::ports::closed();
+    let nowhere = format!("mysql://root@127.0.0.1:{}/test", closed.port);
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "private_server_worker",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("IDEM_TEST_MYSQL_URL", &nowhere)
+        .env(PRIVATE_WORKER, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the worker failed: {stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("starting a private MariaDB"), "{stderr}");
+    let line = |name: &str| {
+        stdout
+            .lines()
+            // After "test private_server_worker ... " on the first.
+            .find_map(|line| Some(line.split_once(name)?.1))
+            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+            .to_owned()
+    };
+    let (url, dir) = (line("private url: "), line("private dir: "));
+    assert_ne!(url, nowhere);
+    // The guardian stops the server once the worker is gone.
+    let started = Instant::now();
+    while <MySqlConnection as sqlx::Connection>::connect(&url)
+        .await
+        .is_ok()
+        || std::path::Path::new(&dir).exists()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the private MariaDB at {url} ({dir}) outlived its process"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+const PRIVATE_WORKER: &str = "IDEM_MYSQL_PRIVATE_WORKER";
+
+/// Not a test of its own: the child of `a_private_server_starts…` (a
+/// no-op unless `IDEM_MYSQL_PRIVATE_WORKER` is set).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_server_worker() {
+    if std::env::var_os(PRIVATE_WORKER).is_none() {
+        return;
+    }
+    let url = mysql_server::url().await;
+    let store = MySqlStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let idem = Idempotency::new(store);
+    let runs = std::sync::atomic::AtomicU32::new(0);
+    for _ in 0..2 {
+        let out: u32 = idem
+            .call("private", "k")
+            .run(|| async {
+                Ok::<_, Error>(runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+            })
+            .await
+            .unwrap();
+        assert_eq!(out, 0);
+    }
+    assert_eq!(runs.into_inner(), 1);
+    let dir: String = sqlx::query_scalar("SELECT CAST(@@datadir AS CHAR)")
+        .fetch_one(&mut mysql_server::admin().await)
+        .await
+        .unwrap();
+    let dir = std::path::Path::new(&dir)
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    println!("private url: {url}");
+    println!("private dir: {dir}");
 }
 
 /// Not a test of its own: the entry point of `two_processes_racing…`'s

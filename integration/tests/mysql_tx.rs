@@ -277,10 +277,13 @@ const CHAOS_KEYS: u32 = 200;
 async fn sigkilled_workers_leave_no_duplicate_effects() {
     let f = fixture("tx_chaos").await;
     let mut kills = 0;
+    // The workers use this process's server, a private one included.
+    let url = mysql_server::url().await;
     for round in 0.. {
         let mut worker = Command::new(std::env::current_exe().unwrap())
             .args(["chaos_worker", "--exact", "--nocapture", "--test-threads=1"])
             .env(CHAOS, &f.table)
+            .env("IDEM_TEST_MYSQL_URL", &url)
             .spawn()
             .unwrap();
         if round < 12 {

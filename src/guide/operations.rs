@@ -61,15 +61,16 @@
 //!
 //! `idem-cli/` builds the `idem` binary (`cargo install --path idem-cli`, or
 //! `cargo run -p idem-cli --`). It has one feature per store (`redis`,
-//! `postgres`, `sqlite`, all by default): `cargo install --path idem-cli
+//! `postgres`, `sqlite`, `mysql`, all by default): `cargo install --path idem-cli
 //! --no-default-features --features sqlite` builds the SQLite command alone
-//! (140 crates instead of 176).
+//! (140 crates instead of 193).
 //!
 //! ```sh
 //! idem list --sqlite /var/lib/app/idem.db --in-progress --older-than 10m   # stuck claims
 //! idem --postgres postgres://app@db/app inspect --scope payments --key order-1
 //! idem --redis redis://cache:6379 forget --record 0eac0b3d              # a unique prefix of the hashed key, as listed
 //! IDEM_POSTGRES_URL="$URL" idem stats --schema billing --table idem_records --json
+//! idem --mysql mysql://app@db/app list --table checkout_idem                # MySQL or MariaDB
 //! idem purge --sqlite idem.db
 //! ```
 //!
@@ -81,10 +82,12 @@
 //! | `purge` | deletes expired records and the steps of expired calls, counted apart (`{"purged": records, "steps": steps}`; Redis expires its own: 0) |
 //! | `stats` | counts by state (in progress, completed, expired) and stored bytes |
 //!
-//! The store flags (`--redis URL`, `--postgres URL`, `--sqlite FILE`, with
-//! `--schema`/`--table` for PostgreSQL and `--prefix` for Redis) and `--json`
-//! go before or after the command. `IDEM_POSTGRES_URL`/`IDEM_REDIS_URL`
-//! stand for the URL flags and keep a password out of `ps`; a URL's password
+//! The store flags (`--redis URL`, `--postgres URL`, `--mysql URL`,
+//! `--sqlite FILE`, with `--schema`/`--table` for PostgreSQL, `--table` for
+//! MySQL, whose database is the URL's, and `--prefix` for Redis) and
+//! `--json` go before or after the command.
+//! `IDEM_POSTGRES_URL`/`IDEM_MYSQL_URL`/`IDEM_REDIS_URL` stand for the URL
+//! flags and keep a password out of `ps`; a URL's password
 //! is never printed (errors, `--json`, help): it shows as `***`. `--record`
 //! takes the 64 hex digits `list` prints or a unique prefix of at least 4, as
 //! git takes commits (an ambiguous prefix is exit 2, listing the records it
@@ -106,9 +109,10 @@
 //! never migrates; a SQLite file is opened read-only for `inspect`, `list`
 //! and `stats`, its journal mode left as it is; a file that does not exist, a
 //! file without idem's tables or one at another schema version, and a
-//! PostgreSQL schema or table without them, are refused with exit 3 and left
-//! as they were. Run the application (or `PostgresStore::migrate`,
-//! `SqliteStore::open`) first. Exit codes (also in `idem --help`): 0 done, 1
+//! PostgreSQL schema or MySQL database without them or at another version,
+//! are refused with exit 3 and left as they were. Run the application (or
+//! `PostgresStore::migrate`, `MySqlStore::migrate`, `SqliteStore::open`)
+//! first. Exit codes (also in `idem --help`): 0 done, 1
 //! no such record, 2 bad arguments, 3 the store cannot be reached, failed, or
 //! holds no idem records. Output is a table, or one JSON document with
 //! `--json`.
@@ -122,5 +126,6 @@
 //! being the time since completion (its TTL less what is left); Redis Cluster
 //! supports `inspect` and `forget`, not `list` or `stats`. The module
 //! `idem::admin` (`Admin`, `decode_record_json`, `display_value`), with
-//! `SqliteStore::open_existing` and `PostgresStore::check_schema`, is what the command uses,
+//! `SqliteStore::open_existing`, `PostgresStore::check_schema` and
+//! `MySqlStore::check_schema`, is what the command uses,
 //! for tools of your own.

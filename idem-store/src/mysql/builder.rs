@@ -154,8 +154,9 @@ impl MySqlStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub async fn connect(self, url: &str) -> Result<MySqlStore, StoreError> {
-        let options: MySqlConnectOptions =
-            url.parse().map_err(|err| StoreError::new(BACKEND, err))?;
+        let options: MySqlConnectOptions = url
+            .parse()
+            .map_err(|err| StoreError::misconfigured(BACKEND, err))?;
         self.connect_with(options).await
     }
 

@@ -1,8 +1,5 @@
 //! Sending one statement for a typed answer (its rows, or how many rows it
-//! matched): on one connection, or on the store's own connections with the
-//! response timeout and one resend after a lost connection.
-
-use std::pin::Pin;
+//! matched), through `crate::sql::send`.
 
 use idem_core::StoreError;
 use idem_core::key::RecordKey;
@@ -10,94 +7,48 @@ use idem_core::store::Fence;
 use sqlx::Row;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 
-use super::conns::lost_connection;
-use super::{BACKEND, MyQuery};
-use super::{MySqlStore, Source};
+pub(super) use crate::sql::send::Affected;
+use crate::sql::send::{Answer, Sent, Server};
 
-/// A statement on its way, boxed: a future in the trait itself would not
-/// be provably `Send` inside `#[async_trait]` methods (rust-lang/rust#100013).
-pub(super) type Sent<'c, T> = Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 'c>>;
-
-/// What a statement is sent for, read from its answer.
-pub(super) trait Answer: Sized + Send {
-    /// Sends `query` on `on` and reads its answer.
-    fn read<'q: 'c, 'c>(query: MyQuery<'q>, on: &'c mut MySqlConnection) -> Sent<'c, Self>;
-}
+use super::conns::{NAMES, lost_connection};
+use super::{BACKEND, MyQuery, MySqlStore};
 
 /// Every row a statement (or the claim procedure) answers.
-impl Answer for Vec<MySqlRow> {
-    fn read<'q: 'c, 'c>(query: MyQuery<'q>, on: &'c mut MySqlConnection) -> Sent<'c, Self> {
+impl<'q> Answer<MySqlConnection, MyQuery<'q>> for Vec<MySqlRow> {
+    fn read<'c>(query: MyQuery<'q>, on: &'c mut MySqlConnection) -> Sent<'c, Self>
+    where
+        MyQuery<'q>: 'c,
+    {
         Box::pin(query.fetch_all(on))
     }
 }
 
-/// How many rows a statement matched (sqlx asks for found rows, so an
-/// update that writes the values a row already has still counts).
-pub(super) struct Affected(pub u64);
-
-impl Affected {
-    /// A fenced operation's answer as its statement alone tells it: a row
-    /// matched means the claim was ours.
-    pub(super) fn fence(&self) -> Fence {
-        if self.0 == 0 {
-            Fence::Lost
-        } else {
-            Fence::Held
-        }
-    }
-}
-
-impl Answer for Affected {
-    fn read<'q: 'c, 'c>(query: MyQuery<'q>, on: &'c mut MySqlConnection) -> Sent<'c, Self> {
+impl<'q> Answer<MySqlConnection, MyQuery<'q>> for Affected {
+    fn read<'c>(query: MyQuery<'q>, on: &'c mut MySqlConnection) -> Sent<'c, Self>
+    where
+        MyQuery<'q>: 'c,
+    {
         Box::pin(async move { Ok(Affected(query.execute(on).await?.rows_affected())) })
     }
 }
 
 impl MySqlStore {
+    fn server(&self) -> Server {
+        Server {
+            names: NAMES,
+            response_timeout: self.inner.response_timeout,
+            lost_connection,
+        }
+    }
+
     /// Sends one statement. `build(again)` makes it; `again` is true when
     /// it is sent a second time after a lost connection.
-    pub(super) async fn send<'q, T: Answer>(
+    pub(super) async fn send<'q, T: Answer<MySqlConnection, MyQuery<'q>>>(
         &self,
         build: impl Fn(bool) -> MyQuery<'q>,
     ) -> Result<T, StoreError> {
         let err = |err| self.inner.sql.store_error(err);
-        let conns = match &self.inner.conns {
-            Source::Pool(pool) => {
-                let sent = async {
-                    let mut conn = pool.acquire().await?;
-                    T::read(build(false), &mut conn).await
-                };
-                return self.timed(sent).await?.map_err(err);
-            }
-            Source::Own(conns) => conns,
-        };
-        let mut leased = conns.acquire().await?;
-        // A timeout drops `leased`, closing a connection in an unknown state.
-        match self.timed(T::read(build(false), leased.conn())).await? {
-            Ok(out) => {
-                leased.keep();
-                Ok(out)
-            }
-            // The connection died (an idle one found dead, a session
-            // killed, a server restarted): the steps are safe to repeat,
-            // so send it once more on a new connection.
-            Err(first) if lost_connection(&first) => {
-                drop(leased);
-                conns.drop_idle();
-                tracing::debug!(error = %first, "idem: a MySQL connection was lost; sending again on a new one");
-                let mut leased = conns.acquire().await?;
-                let out = self
-                    .timed(T::read(build(true), leased.conn()))
-                    .await?
-                    .map_err(err)?;
-                leased.keep();
-                Ok(out)
-            }
-            // The statement failed on a live connection: close it all the
-            // same, its state (an open transaction inside the procedure?)
-            // is not worth reasoning about.
-            Err(other) => Err(err(other)),
-        }
+        self.inner.conns.send(&self.server(), build, err).await
     }
 
     /// A fenced operation's answer. When it found no claim of ours, one more
@@ -121,23 +72,6 @@ impl MySqlStore {
             Fence::Lost
         } else {
             Fence::Expired
-        })
-    }
-
-    /// `statement`, failed with `Error::Store` if the server does not
-    /// answer within the response timeout.
-    pub(super) async fn timed<T>(
-        &self,
-        statement: impl Future<Output = T>,
-    ) -> Result<T, StoreError> {
-        let limit = self.inner.response_timeout;
-        tokio::time::timeout(limit, statement).await.map_err(|_| {
-            StoreError::new(
-                BACKEND,
-                format!(
-                    "MySQL did not answer within {limit:?} (response_timeout): the server is stalled or unreachable; whether the operation took effect is unknown, and its claim, if any, ends with its lease"
-                ),
-            )
         })
     }
 }

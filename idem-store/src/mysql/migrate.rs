@@ -21,6 +21,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_records.sql"),
 ];
 
+/// This release's schema version.
+pub(super) const CURRENT: i64 = MIGRATIONS.len() as i64;
+
 /// How long a run waits for another replica's run to finish, in seconds.
 const LOCK_WAIT_SECS: i32 = 60;
 

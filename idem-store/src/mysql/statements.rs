@@ -33,6 +33,9 @@ pub(super) const COMPLETED: i32 = 3;
 pub(super) struct Sql {
     /// `` `table` ``, or `` `database`.`table` ``.
     pub table: String,
+    /// The database and table as given (no database: the connection's).
+    pub database_name: Option<String>,
+    pub table_name: String,
     /// The quoted names of the migrations table, the claim procedure and
     /// the two indexes, and the bare table name for the migration's lock.
     pub versions: String,
@@ -65,10 +68,10 @@ const HELD: &str = "`key` = ? AND token = ? AND record IS NULL AND expires_at > 
 impl Sql {
     pub(super) fn new(database: Option<&str>, table: &str) -> Result<Self, StoreError> {
         if let Some(database) = database {
-            check_identifier("database", database, 64)?;
+            crate::sql::check_identifier(BACKEND, "database", database, 64)?;
         }
         // Room for the suffixes of the procedure, indexes and tables.
-        check_identifier("table", table, 64 - "_migrations".len())?;
+        crate::sql::check_identifier(BACKEND, "table", table, 64 - "_migrations".len())?;
         let name = |suffix: &str| match database {
             Some(db) => format!("`{db}`.`{table}{suffix}`"),
             None => format!("`{table}{suffix}`"),
@@ -76,6 +79,8 @@ impl Sql {
         let t = name("");
         let steps = super::steps::StepsSql::new(&name("_steps"), &t);
         Ok(Sql {
+            database_name: database.map(str::to_owned),
+            table_name: table.to_owned(),
             versions: name("_migrations"),
             procedure: name("_claim"),
             index: format!("`{table}_expires_at`"),
@@ -125,7 +130,7 @@ impl Sql {
             .and_then(|db| db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
             .map(|db| db.number());
         if matches!(number, Some(1146 | 1305)) {
-            return StoreError::new(
+            return StoreError::misconfigured(
                 BACKEND,
                 format!(
                     "{err}: the table {} is not set up; call `MySqlStore::migrate()` once at startup (it is idempotent and safe to run from every replica)",
@@ -134,25 +139,6 @@ impl Sql {
             );
         }
         StoreError::new(BACKEND, err)
-    }
-}
-
-/// Names are quoted into SQL, so only plain identifiers are accepted.
-fn check_identifier(what: &str, name: &str, max: usize) -> Result<(), StoreError> {
-    let plain = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if plain && name.len() <= max {
-        Ok(())
-    } else {
-        Err(StoreError::new(
-            BACKEND,
-            format!(
-                "invalid {what} name {name:?}: use ASCII letters, digits and '_', not starting with a digit, at most {max} bytes"
-            ),
-        ))
     }
 }
 

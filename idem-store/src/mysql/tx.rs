@@ -14,9 +14,10 @@ use tokio::sync::Mutex;
 
 use super::MyQuery;
 use super::MySqlStore;
-use super::exec::{Affected, Answer};
+use super::exec::Affected;
 use super::rows::claim_outcome;
 use super::statements::{ClaimBytes, Completion, Sql};
+use crate::sql::send::Answer;
 
 /// A call that will run inside a database transaction. Made by
 /// [`MySqlStore::in_transaction`]; run by [`run`](InTransaction::run).
@@ -171,7 +172,10 @@ struct TxStore<'a> {
 }
 
 impl TxStore<'_> {
-    async fn send<T: Answer>(&self, query: MyQuery<'_>) -> Result<T, StoreError> {
+    async fn send<'q, T: Answer<MySqlConnection, MyQuery<'q>>>(
+        &self,
+        query: MyQuery<'q>,
+    ) -> Result<T, StoreError> {
         let mut conn = self.conn.lock().await;
         T::read(query, &mut conn)
             .await

@@ -70,9 +70,9 @@ const HELD: &str =
 
 impl Sql {
     pub(super) fn new(schema: &str, table: &str) -> Result<Self, StoreError> {
-        check_identifier("schema", schema, 63)?;
+        crate::sql::check_identifier(BACKEND, "schema", schema, 63)?;
         // Room for the suffixes of the function, index and version table.
-        check_identifier("table", table, 63 - "_migrations".len())?;
+        crate::sql::check_identifier(BACKEND, "table", table, 63 - "_migrations".len())?;
         let t = format!("\"{schema}\".\"{table}\"");
         Ok(Sql {
             versions: format!("\"{schema}\".\"{table}_migrations\""),
@@ -150,25 +150,6 @@ impl Sql {
             );
         }
         StoreError::new(BACKEND, err)
-    }
-}
-
-/// Names are quoted into SQL, so only plain identifiers are accepted.
-fn check_identifier(what: &str, name: &str, max: usize) -> Result<(), StoreError> {
-    let plain = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if plain && name.len() <= max {
-        Ok(())
-    } else {
-        Err(StoreError::misconfigured(
-            BACKEND,
-            format!(
-                "invalid {what} name {name:?}: use ASCII letters, digits and '_', not starting with a digit, at most {max} bytes"
-            ),
-        ))
     }
 }
 

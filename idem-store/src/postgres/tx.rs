@@ -14,9 +14,10 @@ use tokio::sync::Mutex;
 
 use super::BACKEND;
 use super::PostgresStore;
-use super::exec::{Affected, Answer};
+use super::exec::Affected;
 use super::rows::claim_outcome;
 use super::statements::{ClaimBytes, PgQuery, Sql};
+use crate::sql::send::Answer;
 
 mod handle;
 pub use handle::TxHandle;
@@ -167,7 +168,10 @@ struct TxStore<'a> {
 }
 
 impl TxStore<'_> {
-    async fn send<T: Answer>(&self, query: PgQuery<'_>) -> Result<T, StoreError> {
+    async fn send<'q, T: Answer<PgConnection, PgQuery<'q>>>(
+        &self,
+        query: PgQuery<'q>,
+    ) -> Result<T, StoreError> {
         let mut conn = self.conn.lock().await;
         T::read(query, &mut conn)
             .await

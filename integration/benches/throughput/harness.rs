@@ -143,7 +143,7 @@ impl Report {
     /// Whether any scenario of a group (named by `group`) may be wanted, to
     /// skip its set-up: a filter that names no group may match any.
     pub(crate) fn wants_any(&self, group: &str) -> bool {
-        const GROUPS: [&str; 3] = ["redis", "postgres", "sqlite"];
+        const GROUPS: [&str; 4] = ["redis", "postgres", "sqlite", "mysql"];
         self.filter.as_deref().is_none_or(|f| {
             group.contains(f) || f.contains(group) || !GROUPS.iter().any(|g| f.contains(g))
         })

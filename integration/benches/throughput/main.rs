@@ -17,8 +17,12 @@
 //! them; `IDEM_BENCH_WORKERS` sets the multi-thread runtime's workers.
 
 mod codec;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod dedicated;
 mod harness;
 mod memory;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "redis")]
 mod peer;
 #[cfg(feature = "postgres")]
@@ -43,6 +47,10 @@ async fn run_all(report: &mut Report) {
     #[cfg(feature = "postgres")]
     if report.wants_any("postgres") {
         postgres::run(report).await;
+    }
+    #[cfg(feature = "mysql")]
+    if report.wants_any("mysql") {
+        mysql::run(report).await;
     }
     #[cfg(feature = "sqlite")]
     if report.wants_any("sqlite") {

@@ -19,14 +19,14 @@
 //! subject keeps at most [`CONNECTIONS`] connections, below the server's
 //! 100 for all subjects together.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use idem::{Error, Idempotency, PostgresStore};
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::query::Query;
-use sqlx::{ConnectOptions, PgPool, Postgres, Row};
-use tokio::sync::{Semaphore, SemaphorePermit};
+use sqlx::{PgPool, Postgres, Row};
 
+use crate::dedicated::raw_key;
 use crate::harness::{Report, Runner, idem_runner, idem_runner_over, measure, runner};
 
 /// Connections per subject (32 callers share them at concurrency 32).
@@ -45,49 +45,7 @@ async fn idem_call(idem: &Idempotency, scope: &str, key: u64) {
     out.unwrap();
 }
 
-/// Dedicated connections reused without a ping, as `PostgresStore::connect`
-/// keeps them.
-struct Dedicated {
-    options: PgConnectOptions,
-    idle: Mutex<Vec<PgConnection>>,
-    permits: Semaphore,
-}
-
-impl Dedicated {
-    async fn lease(&self) -> (SemaphorePermit<'_>, PgConnection) {
-        let permit = self.permits.acquire().await.unwrap();
-        let idle = self.idle.lock().unwrap().pop();
-        let conn = match idle {
-            Some(conn) => conn,
-            None => self.options.connect().await.unwrap(),
-        };
-        (permit, conn)
-    }
-
-    async fn execute(&self, query: Query<'_, Postgres, PgArguments>) -> u64 {
-        let (_permit, mut conn) = self.lease().await;
-        let done = query.execute(&mut conn).await.unwrap().rows_affected();
-        self.idle.lock().unwrap().push(conn);
-        done
-    }
-
-    async fn fetch(&self, query: Query<'_, Postgres, PgArguments>) -> Option<PgRow> {
-        let (_permit, mut conn) = self.lease().await;
-        let row = query.fetch_optional(&mut conn).await.unwrap();
-        self.idle.lock().unwrap().push(conn);
-        row
-    }
-}
-
-impl Dedicated {
-    fn new(options: PgConnectOptions, max: usize) -> Self {
-        Dedicated {
-            options,
-            idle: Mutex::new(Vec::new()),
-            permits: Semaphore::new(max),
-        }
-    }
-}
+type Dedicated = crate::dedicated::Dedicated<PgConnection>;
 
 /// Where the raw statements run.
 #[derive(Clone)]
@@ -115,7 +73,11 @@ impl Raw {
 
     async fn execute(&self, i: u64, query: Query<'_, Postgres, PgArguments>) -> u64 {
         match (self.pick(i), self) {
-            (Some(conns), _) => conns.execute(query).await,
+            (Some(conns), _) => {
+                conns
+                    .with(async |conn| query.execute(conn).await.unwrap().rows_affected())
+                    .await
+            }
             (None, Raw::Pool(pool)) => query.execute(pool).await.unwrap().rows_affected(),
             (None, Raw::Dedicated(_)) => unreachable!(),
         }
@@ -150,21 +112,17 @@ impl Raw {
         let key = raw_key(key);
         let query = sqlx::query(&sql.select).bind(&key[..]);
         let row = match (self.pick(i), self) {
-            (Some(conns), _) => conns.fetch(query).await,
+            (Some(conns), _) => {
+                conns
+                    .with(async |conn| query.fetch_optional(conn).await.unwrap())
+                    .await
+            }
             (None, Raw::Pool(pool)) => query.fetch_optional(pool).await.unwrap(),
             (None, Raw::Dedicated(_)) => unreachable!(),
         };
         let record: Vec<u8> = row.expect("a stored row").get(0);
         std::hint::black_box(record);
     }
-}
-
-/// A raw subject's 32-byte key, the size of idem's hashed keys, without
-/// hashing (that is idem's own work).
-fn raw_key(n: i64) -> [u8; 32] {
-    let mut key = [0u8; 32];
-    key[24..].copy_from_slice(&n.to_be_bytes());
-    key
 }
 
 fn raw_runner(

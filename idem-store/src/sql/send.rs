@@ -1,0 +1,173 @@
+//! Sending one statement of a SQL store for a typed answer: on the
+//! caller's sqlx pool, or on the store's own connections with one resend
+//! after a lost connection; on both within the response timeout.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use idem_core::StoreError;
+use idem_core::store::Fence;
+use sqlx::{Connection, Database, Pool};
+
+use crate::conns::Conns;
+
+/// A statement on its way, boxed: a future in the trait itself would not
+/// be provably `Send` inside `#[async_trait]` methods (rust-lang/rust#100013).
+pub(crate) type Sent<'c, T> = Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 'c>>;
+
+/// What a statement `Q` is sent for on a connection `C`, read from its
+/// answer.
+pub(crate) trait Answer<C, Q>: Sized + Send {
+    /// Sends `query` on `on` and reads its answer.
+    fn read<'c>(query: Q, on: &'c mut C) -> Sent<'c, Self>
+    where
+        Q: 'c;
+}
+
+/// How many rows a statement changed (MySQL: matched, as sqlx asks it for
+/// found rows, so an update that writes the values a row already has
+/// still counts).
+pub(crate) struct Affected(pub u64);
+
+impl Affected {
+    /// A fenced operation's answer as its statement alone tells it: a row
+    /// changed means the claim was ours.
+    pub(crate) fn fence(&self) -> Fence {
+        if self.0 == 0 {
+            Fence::Lost
+        } else {
+            Fence::Held
+        }
+    }
+}
+
+/// Where a SQL store's statements go.
+pub(crate) enum Source<C: Connection> {
+    /// Connections of the store's own (`connect`).
+    Own(Box<Conns<C>>),
+    /// The caller's pool (`from_pool`).
+    Pool(Pool<C::Database>),
+}
+
+/// What a store's sending needs to know of its server.
+pub(crate) struct Server {
+    /// The backend's name in a `StoreError`, and the server's in messages.
+    pub names: (&'static str, &'static str),
+    /// How long a statement waits for the answer.
+    pub response_timeout: Duration,
+    /// Whether a failure says the connection itself is gone.
+    pub lost_connection: fn(&sqlx::Error) -> bool,
+}
+
+impl Server {
+    /// `statement`, failed with a `StoreError` if the server does not
+    /// answer within the response timeout.
+    pub(crate) async fn timed<T>(
+        &self,
+        statement: impl Future<Output = T>,
+    ) -> Result<T, StoreError> {
+        let (backend, server) = self.names;
+        let limit = self.response_timeout;
+        tokio::time::timeout(limit, statement).await.map_err(|_| {
+            StoreError::new(
+                backend,
+                format!(
+                    "{server} did not answer within {limit:?} (response_timeout): the server is stalled or unreachable; whether the operation took effect is unknown, and its claim, if any, ends with its lease"
+                ),
+            )
+        })
+    }
+}
+
+impl<C> Source<C>
+where
+    C: Connection,
+    C::Database: Database<Connection = C>,
+{
+    /// Sends one statement. `build(again)` makes it; `again` is true when
+    /// it is sent a second time after a lost connection. `err` words a
+    /// failed statement.
+    pub(crate) async fn send<Q, T: Answer<C, Q>>(
+        &self,
+        server: &Server,
+        build: impl Fn(bool) -> Q,
+        err: impl Fn(sqlx::Error) -> StoreError,
+    ) -> Result<T, StoreError> {
+        let conns = match self {
+            Source::Pool(pool) => {
+                let sent = async {
+                    let mut conn = pool.acquire().await?;
+                    T::read(build(false), &mut conn).await
+                };
+                return server.timed(sent).await?.map_err(err);
+            }
+            Source::Own(conns) => conns,
+        };
+        let mut leased = conns.acquire().await?;
+        // A timeout drops `leased`, closing a connection in an unknown state.
+        match server.timed(T::read(build(false), leased.conn())).await? {
+            Ok(out) => {
+                leased.keep();
+                Ok(out)
+            }
+            // The connection died (an idle one found dead, a session
+            // killed, a server restarted): the steps are safe to repeat,
+            // so send it once more on a new connection.
+            Err(first) if (server.lost_connection)(&first) => {
+                drop(leased);
+                conns.drop_idle();
+                tracing::debug!(error = %first, "idem: a {} connection was lost; sending again on a new one", server.names.1);
+                let mut leased = conns.acquire().await?;
+                let out = server
+                    .timed(T::read(build(true), leased.conn()))
+                    .await?
+                    .map_err(err)?;
+                leased.keep();
+                Ok(out)
+            }
+            // The statement failed on a live connection: close it all the
+            // same, its state (an aborted transaction, an open one inside
+            // a procedure?) is not worth reasoning about.
+            Err(other) => Err(err(other)),
+        }
+    }
+
+    /// `run` on a connection of its own (a new one, closed after, for
+    /// the store's own connections; one from the caller's pool): for
+    /// migrations, which hold locks and leave session state.
+    pub(crate) async fn on_one<T>(
+        &self,
+        backend: &'static str,
+        run: impl AsyncFnOnce(&mut C) -> Result<T, sqlx::Error>,
+    ) -> Result<T, StoreError> {
+        let err = |err| StoreError::new(backend, err);
+        match self {
+            Source::Own(conns) => {
+                let mut conn = conns.connect().await?;
+                let out = run(&mut conn).await.map_err(err)?;
+                let _ = conn.close().await;
+                Ok(out)
+            }
+            Source::Pool(pool) => {
+                let mut conn = pool.acquire().await.map_err(err)?;
+                run(&mut conn).await.map_err(err)
+            }
+        }
+    }
+
+    /// Closes the store's idle connections, or the caller's pool.
+    pub(crate) async fn close(&self) {
+        match self {
+            Source::Own(conns) => conns.close().await,
+            Source::Pool(pool) => pool.close().await,
+        }
+    }
+
+    /// How the store connects, for `Debug`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Source::Own(_) => "own",
+            Source::Pool(_) => "sqlx pool",
+        }
+    }
+}
