@@ -57,6 +57,7 @@
 //! | duplicate that waited on a first request that failed (not stored) | that answer, replayed (409 `attempt-failed` if it was too large to keep) |
 //! | duplicate of an answer not stored (too large, or [not captured](IdempotencyLayer::capture)) | 500 `not-stored`; the handler does not run again |
 //! | duplicate refusing the stored answer's `Content-Encoding` | 406 |
+//! | duplicate after the stored answer expired, within its [tombstone](IdempotencyLayer::tombstone) | 410 `expired`; the handler does not run again |
 //! | same key, other request body | 422 |
 //! | key missing (when required), empty, over 255 bytes, malformed, repeated, not a string or token | 400 |
 //! | request body over the limit | 413 |
@@ -106,6 +107,12 @@
 //!
 //! ### fingerprint-mismatch
 //! 422: the key was used before with a different request.
+//!
+//! ### expired
+//! 410: the request with this key was processed, and its stored response
+//! has expired; the layer's [tombstone](IdempotencyLayer::tombstone) still
+//! remembers it, so it will not be processed again. Use a new key for a new
+//! request.
 //!
 //! ### lease-lost
 //! 409: the request ran past its lease and a retry took it over.

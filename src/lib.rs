@@ -33,7 +33,7 @@
 //! # Where to go next
 //!
 //! - [`idempotent`]: the attribute and its options (`key`, `scope`, `ttl`,
-//!   `lease`, `wait`, `store`, `fingerprint`, `skip`, `errors`, `detach`,
+//!   `lease`, `wait`, `tombstone`, `store`, `fingerprint`, `skip`, `errors`, `detach`,
 //!   `version`, `crate`).
 //! - [`Idempotency::call`]: the same runtime without the macro, and
 //!   [`Call::run_detached`] for bodies that must run on when their caller

@@ -144,18 +144,20 @@ pub(crate) fn stats_json(stats: &Stats) -> Value {
         "in_progress": stats.in_progress,
         "completed": stats.completed,
         "expired": stats.expired,
-        "total": stats.in_progress + stats.completed + stats.expired,
+        "tombstones": stats.tombstones,
+        "total": stats.in_progress + stats.completed + stats.expired + stats.tombstones,
         "bytes": stats.bytes,
     })
 }
 
 pub(crate) fn stats_text(stats: &Stats) -> String {
     format!(
-        "in progress  {}\ncompleted    {}\nexpired      {}\ntotal        {}\nbytes        {}\n",
+        "in progress  {}\ncompleted    {}\nexpired      {}\ntombstones   {}\ntotal        {}\nbytes        {}\n",
         stats.in_progress,
         stats.completed,
         stats.expired,
-        stats.in_progress + stats.completed + stats.expired,
+        stats.tombstones,
+        stats.in_progress + stats.completed + stats.expired + stats.tombstones,
         stats.bytes
     )
 }

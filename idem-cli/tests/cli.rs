@@ -291,6 +291,52 @@ async fn stuck_then_expired(
     expire_and_purge(target, || run(statements[1], &old.as_bytes()[..])).await;
 }
 
+/// A record past its TTL whose tombstone stands lists as `tombstone`,
+/// counts apart, keeps answering `Expired` after a purge dropped its value,
+/// and is purged once the tombstone has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_tombstones() {
+    let path = temp_db("tombstone");
+    let idem = Idempotency::new(SqliteStore::open(&path).await.unwrap());
+    let path_arg = path.to_str().unwrap();
+    let target = ["--sqlite", path_arg];
+    let pay = || {
+        idem.call("tomb", "o-1")
+            .ttl(Duration::from_secs(60))
+            .tombstone(Duration::from_secs(3600))
+            .run(|| async { Ok::<_, Error>("charged".to_owned()) })
+    };
+    pay().await.unwrap();
+    let db = sqlx::SqlitePool::connect(&format!("sqlite://{path_arg}"))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE idem_records SET expires_at = expires_at - 120000")
+        .execute(&db)
+        .await
+        .unwrap();
+    let listed = idem_json(&target, &["list"]);
+    assert_eq!(listed[0]["state"], "tombstone", "{listed}");
+    let stats = idem_json(&target, &["stats"]);
+    assert_eq!(
+        (stats["tombstones"].as_u64(), stats["expired"].as_u64()),
+        (Some(1), Some(0))
+    );
+    let purged = idem_json(&target, &["purge"]);
+    assert_eq!(purged, json!({ "purged": 0, "steps": 0, "tombstones": 1 }));
+    let inspected = idem_json(&target, &["inspect", "--scope", "tomb", "--key", "o-1"]);
+    assert_eq!(
+        (inspected["state"].as_str(), inspected["size"].as_u64()),
+        (Some("tombstone"), Some(0))
+    );
+    assert!(matches!(pay().await, Err(Error::Expired { .. })));
+    sqlx::query("UPDATE idem_records SET tombstone_until = tombstone_until - 7200000")
+        .execute(&db)
+        .await
+        .unwrap();
+    assert_eq!(idem_json(&target, &["purge"])["purged"], 1);
+    assert_eq!(pay().await.unwrap(), "charged");
+}
+
 /// Counts before and after one record expires, then purges it.
 async fn expire_and_purge<F, Fut>(target: &[&str], expire: F)
 where

@@ -620,7 +620,7 @@ async fn purge_counts_steps_apart_from_records() {
         .await
         .unwrap();
     let purged = json_of(&["purge", "--sqlite", path.to_str().unwrap(), "--json"]);
-    assert_eq!(purged, json!({ "purged": 1, "steps": 2 }));
+    assert_eq!(purged, json!({ "purged": 1, "steps": 2, "tombstones": 0 }));
 
     let url = pg_server::url().await;
     let schema = pg_server::unique_schema("cli37_purge");
@@ -646,7 +646,7 @@ async fn purge_counts_steps_apart_from_records() {
     .await
     .unwrap();
     let purged = json_of(&["purge", "--postgres", &url, "--schema", &schema, "--json"]);
-    assert_eq!(purged, json!({ "purged": 1, "steps": 2 }));
+    assert_eq!(purged, json!({ "purged": 1, "steps": 2, "tombstones": 0 }));
     let (code, text, _) = run(&["purge", "--postgres", &url, "--schema", &schema]);
     assert_eq!(code, 0);
     assert_eq!(

@@ -14,6 +14,7 @@ mod steps;
 mod steps_nested;
 mod steps_unsaved;
 mod store;
+mod tombstones;
 mod values;
 
 pub use concurrency::{
@@ -46,5 +47,9 @@ pub use steps_unsaved::unsaveable_step_values_settle_the_step;
 pub use store::{
     fencing_at_the_store, forget_removes_completed_and_in_progress_records,
     in_progress_reports_retry_after, release_lets_the_next_caller_in,
+};
+pub use tombstones::{
+    a_tombstone_answers_expired_then_frees_the_key, a_tombstone_fences_the_late_holder,
+    a_zero_tombstone_is_refused,
 };
 pub use values::{replays_every_ok_value, replays_values_json_cannot_carry};

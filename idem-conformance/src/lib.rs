@@ -9,7 +9,8 @@
 //! are fenced by their token, renewed while the body runs, released when
 //! the call is dropped, and expire by the store's clock; records expire
 //! with their TTL; steps are saved, fenced and replayed; `forget` removes
-//! a record; only a takeover of a vanished holder reconciles.
+//! a record; only a takeover of a vanished holder reconciles; a tombstone
+//! answers a late duplicate `Expired` until it passes.
 //!
 //! # Running it against your store
 //!
@@ -101,6 +102,8 @@ macro_rules! suite {
             replays_values_json_cannot_carry, replays_every_serde_form,
             unencodable_value_settles_the_key,
             forget_removes_completed_and_in_progress_records, a_normal_call_never_reconciles,
+            a_tombstone_answers_expired_then_frees_the_key, a_tombstone_fences_the_late_holder,
+            a_zero_tombstone_is_refused,
         );
     };
     ($make:expr; $($case:ident),+ $(,)?) => {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{Claim, ClaimOutcome, Fence, StepId, Token};
+use idem::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token};
 use idem::{Error, Idempotency};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -135,7 +135,12 @@ pub(crate) async fn plant(idem: &Idempotency, scope: &str, key: &str, record: &[
     ));
     let done = idem
         .store()
-        .complete(&key, claim.token, record, Duration::from_secs(60))
+        .complete(
+            &key,
+            claim.token,
+            record,
+            Retention::new(Duration::from_secs(60)),
+        )
         .await
         .unwrap();
     assert_eq!(done, Fence::Held);
@@ -193,9 +198,9 @@ impl idem::Store for SharedStore {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> Result<Fence, idem::StoreError> {
-        self.inner.complete(key, token, record, ttl).await
+        self.inner.complete(key, token, record, kept).await
     }
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, idem::StoreError> {
         self.inner.release(key, token).await

@@ -28,6 +28,11 @@ pub enum RecordState {
     Completed,
     /// Past its lease or TTL: ignored by every call, kept until purged.
     Expired,
+    /// A completed record past its TTL whose tombstone stands
+    /// ([`Call::tombstone`](crate::Call::tombstone)): late duplicates get
+    /// `Error::Expired` until it ends (`expires_in`); purging drops its
+    /// value and keeps the rest until then.
+    Tombstone,
 }
 
 impl RecordState {
@@ -47,12 +52,30 @@ impl RecordState {
         }
     }
 
-    /// `in_progress`, `completed` or `expired`.
+    /// The state of a row as [`of`](Self::of) tells it, or a
+    /// [`Tombstone`](Self::Tombstone) for a completed row past its TTL
+    /// whose tombstone has time left (`tombstone_live`).
+    ///
+    /// ```
+    /// use idem::admin::RecordState;
+    /// assert_eq!(RecordState::of_row(false, false, true), RecordState::Tombstone);
+    /// assert_eq!(RecordState::of_row(false, false, false), RecordState::Expired);
+    /// assert_eq!(RecordState::of_row(true, false, true), RecordState::Completed);
+    /// ```
+    pub const fn of_row(live: bool, in_progress: bool, tombstone_live: bool) -> Self {
+        match Self::of(live, in_progress) {
+            RecordState::Expired if !in_progress && tombstone_live => RecordState::Tombstone,
+            state => state,
+        }
+    }
+
+    /// `in_progress`, `completed`, `expired` or `tombstone`.
     pub const fn as_str(self) -> &'static str {
         match self {
             RecordState::InProgress => "in_progress",
             RecordState::Completed => "completed",
             RecordState::Expired => "expired",
+            RecordState::Tombstone => "tombstone",
         }
     }
 }
@@ -80,13 +103,13 @@ pub struct RecordInfo {
     /// `None` where the store does not keep it (Redis keeps it only while
     /// the claim is in progress).
     pub site: Option<String>,
-    /// In progress, completed or expired.
+    /// In progress, completed, expired or a tombstone.
     pub state: RecordState,
     /// Since the claim was won, by the store's clock (Redis: a completed
     /// record's, since it completed).
     pub age: Duration,
-    /// Until the lease (in progress) or TTL (completed) runs out; `None`
-    /// once expired.
+    /// Until the lease (in progress), TTL (completed) or tombstone runs
+    /// out; `None` once expired.
     pub expires_in: Option<Duration>,
     /// The payload fingerprint the record was claimed with.
     pub fingerprint: Fingerprint,
@@ -162,14 +185,17 @@ pub struct Stats {
     pub in_progress: u64,
     /// Live completed records.
     pub completed: u64,
-    /// Expired records not yet purged.
+    /// Expired records not yet purged (tombstones not counted).
     pub expired: u64,
+    /// Completed records past their TTL whose tombstone stands.
+    pub tombstones: u64,
     /// Bytes of stored records (completed and expired).
     pub bytes: u64,
 }
 
-/// What [`Admin::purge`] deleted: expired records (and claims), and the
-/// steps of expired calls, counted apart.
+/// What [`Admin::purge`] did: expired records (and claims) deleted, the
+/// steps of expired calls deleted, and records past their TTL kept as
+/// tombstones without their value, counted apart.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Purged {
@@ -177,6 +203,9 @@ pub struct Purged {
     pub records: u64,
     /// Saved steps of expired calls deleted.
     pub steps: u64,
+    /// Records past their TTL whose value was dropped, the rest kept as a
+    /// tombstone until its own end.
+    pub tombstones: u64,
 }
 
 /// What an operator does to a store's records as a whole. Implemented by

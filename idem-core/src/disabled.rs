@@ -39,7 +39,7 @@ impl Store for Disabled {
         _: &RecordKey,
         _: Token,
         _: &[u8],
-        _: Duration,
+        _: crate::store::Retention,
     ) -> Result<Fence, StoreError> {
         Ok(Fence::Held)
     }

@@ -15,6 +15,7 @@ use crate::key::ShortKey;
 /// | `InProgress { scope, key, retry_after }` | another call holds the key and `wait` ran out or is zero | 409 |
 /// | `FingerprintMismatch { scope, key }` | the key was used before with another payload | 422 |
 /// | `LeaseLost { scope, key, taken_over }` | our claim's lease ran out before the body ended: another call took the key over (`taken_over`), or the claim merely expired; our result was not stored | 409 |
+/// | `Expired { scope, key, expired_ago }` | the key's record has expired, but the call kept a tombstone (`tombstone = "30d"`, [`Call::tombstone`](crate::Call::tombstone)) that says it completed with this payload: the body does not run again | 410 |
 /// | `Store(StoreError)` | the store failed or is unreachable; the body did not run if the claim was not won | 503 when its [kind](StoreError::kind) may pass by itself, else 500 (a misconfigured or unsupported store: retrying cannot help) |
 /// | `Codec(CodecError)` | a stored value cannot be decoded as the return type (changed between deploys, corrupt), or a value cannot be encoded or exceeds `max_record_bytes` (1 MiB by default): `NotStored` for a whole call's result, `StepNotStored` for a step's value | 500 |
 /// | `InvalidKey(..)` | the key is not acceptable (empty) | 400 |
@@ -74,6 +75,22 @@ pub enum Error {
         /// Whether another caller took the key over (true), or our claim
         /// expired with nobody holding the key (false).
         taken_over: bool,
+    },
+    /// The key's record has expired, but its tombstone says the call
+    /// completed with this payload (`tombstone = "30d"`): the body did not
+    /// run again, and the result is gone. (Another payload under the key
+    /// is `FingerprintMismatch`; once the tombstone has passed, the key is
+    /// free.)
+    #[error(
+        "key {key} in scope `{scope}` was completed and its record expired {expired_ago:?} ago; its tombstone keeps the call from running again"
+    )]
+    Expired {
+        /// The scope of the key.
+        scope: String,
+        /// A short hash of the key.
+        key: ShortKey,
+        /// How long ago the record's TTL ran out, by the store's clock.
+        expired_ago: Duration,
     },
     /// The store failed or could not be reached.
     #[error(transparent)]
@@ -142,6 +159,16 @@ impl std::fmt::Debug for Error {
                 .field("key", key)
                 .field("taken_over", taken_over)
                 .finish(),
+            Error::Expired {
+                scope,
+                key,
+                expired_ago,
+            } => f
+                .debug_struct("Expired")
+                .field("scope", scope)
+                .field("key", key)
+                .field("expired_ago", expired_ago)
+                .finish(),
             Error::Store(err) => f.debug_tuple("Store").field(err).finish(),
             Error::Codec(err) => f.debug_tuple("Codec").field(err).finish(),
             Error::InvalidKey(why) => f.debug_tuple("InvalidKey").field(why).finish(),
@@ -158,12 +185,14 @@ impl std::fmt::Debug for Error {
 
 impl Error {
     /// The HTTP status that best answers this error: the client may retry a
-    /// 409 or 503, must change its request on a 400 or 422, and a 500 is
-    /// the service's own fault.
+    /// 409 or 503, must change its request on a 400 or 422, must not
+    /// retry a 410 (the request was done; its result is gone), and a 500
+    /// is the service's own fault.
     pub fn status(&self) -> u16 {
         match self {
             Error::InProgress { .. } | Error::LeaseLost { .. } => 409,
             Error::FingerprintMismatch { .. } => 422,
+            Error::Expired { .. } => 410,
             Error::InvalidKey(_) => 400,
             Error::Store(err) if err.kind().is_transient() => 503,
             Error::Store(_)

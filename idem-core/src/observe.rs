@@ -23,9 +23,10 @@ pub(crate) enum Outcome {
     StoreError,
     CodecError,
     Invalid,
+    Expired,
 }
 
-const OUTCOMES: [&str; 8] = [
+const OUTCOMES: [&str; 9] = [
     "ran",
     "replayed",
     "in_progress",
@@ -34,6 +35,7 @@ const OUTCOMES: [&str; 8] = [
     "store_error",
     "codec_error",
     "invalid",
+    "expired",
 ];
 
 impl Outcome {
@@ -66,7 +68,7 @@ pub(crate) const WAITS: &str = "idem_waits_total";
 /// by [`call_site!`](crate::call_site), which puts it in a `static`.
 #[doc(hidden)]
 pub struct SiteLabels {
-    by_outcome: [[Label; 2]; 8],
+    by_outcome: [[Label; 2]; 9],
     by_op: [[Label; 2]; 4],
     site: [Label; 1],
 }
@@ -96,6 +98,7 @@ impl SiteLabels {
                 outcome(name, 5),
                 outcome(name, 6),
                 outcome(name, 7),
+                outcome(name, 8),
             ],
             by_op: [op(name, 0), op(name, 1), op(name, 2), op(name, 3)],
             site: [Label::from_static_parts("site", name)],
@@ -123,7 +126,7 @@ impl SiteLabels {
 /// ```
 pub struct CallSite {
     name: &'static str,
-    calls: [Key; 8],
+    calls: [Key; 9],
     store_seconds: [Key; 4],
     takeovers: Key,
     reconciled: Key,
@@ -165,6 +168,7 @@ impl CallSite {
                 Key::from_static_parts(CALLS, &calls[5]),
                 Key::from_static_parts(CALLS, &calls[6]),
                 Key::from_static_parts(CALLS, &calls[7]),
+                Key::from_static_parts(CALLS, &calls[8]),
             ],
             store_seconds: [
                 Key::from_static_parts(STORE_SECONDS, &ops[0]),

@@ -443,7 +443,7 @@ mod tests {
             _: &crate::RecordKey,
             _: crate::Token,
             _: &[u8],
-            _: Duration,
+            _: crate::store::Retention,
         ) -> Result<crate::Fence, crate::StoreError> {
             unimplemented!()
         }

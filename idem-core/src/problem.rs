@@ -145,6 +145,12 @@ impl From<&Error> for Problem {
                 "Idempotency-Key reused",
                 "This Idempotency-Key was already used with a different request; use a new key for a new request.",
             ),
+            Error::Expired { .. } => Problem::new(
+                status,
+                "expired",
+                "Request already processed",
+                "The request with this Idempotency-Key was processed, and its stored response has expired; it will not be processed again. Use a new key for a new request.",
+            ),
             Error::LeaseLost { taken_over, .. } => Problem::new(
                 status,
                 "lease-lost",

@@ -9,6 +9,7 @@
 //! | `Ok`, first run or replay | `Ack` |
 //! | a stored `Err` (`errors = "replay"` or a predicate that says so), first run or replay | `Ack`: the answer is final |
 //! | `Error::Codec(CodecError::NotStored(_))`: the first delivery's body ran, its result could not be stored | `Ack`: running it again would repeat its effect |
+//! | `Error::Expired`: a redelivery after the record's TTL, within its tombstone (the first delivery completed) | `Ack`: running it again would repeat its effect |
 //! | a released `Err`, `Error::Store` of a [transient](crate::StoreErrorKind::is_transient) kind, `Error::InProgress`, `Error::LeaseLost`, `Error::NotConfigured`, `Error::InvalidOption`, `Error::InvalidStep` | `Retry { after }`: negative ack with a delay |
 //! | `Error::FingerprintMismatch` (same id, other payload), any other `Error::Codec`, `Error::InvalidKey`, `Error::Store` of a kind that does not pass by itself (a misconfigured or unsupported store) | `Reject`: dead-lettered, never retried; re-drive it once the cause is fixed |
 //!
@@ -192,8 +193,9 @@ impl Disposition {
             Error::InProgress { retry_after, .. } => Disposition::Retry {
                 after: *retry_after,
             },
-            // The first delivery's body ran; only its result is missing.
-            Error::Codec(CodecError::NotStored(_)) => Disposition::Ack,
+            // The first delivery's body ran; only its result is missing
+            // (not stored, or expired behind a tombstone).
+            Error::Codec(CodecError::NotStored(_)) | Error::Expired { .. } => Disposition::Ack,
             Error::FingerprintMismatch { .. } | Error::Codec(_) | Error::InvalidKey(_) => {
                 Disposition::Reject
             }

@@ -104,6 +104,12 @@ pub struct Claim {
     /// with the record so operators can list records (`idem list`) without
     /// the raw key, which is never stored. Bounded, never a tenant or key.
     pub site: &'static str,
+    /// Whether the call keeps tombstones ([`Retention::tombstone`]): a
+    /// store that keeps them apart from the record (Redis) looks for one
+    /// only then; a store that keeps them in the record's row answers
+    /// [`ClaimOutcome::Expired`] either way. Set with
+    /// [`with_tombstone`](Claim::with_tombstone).
+    pub tombstone: bool,
 }
 
 impl Claim {
@@ -120,13 +126,76 @@ impl Claim {
             fingerprint,
             lease,
             site,
+            tombstone: false,
         }
+    }
+
+    /// The same claim, made by a call that keeps tombstones, so the store
+    /// looks for one when the key's record has expired.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use idem::store::{Claim, Token};
+    /// let claim = Claim::new(Token::random(), idem::fingerprint::Fingerprint::NONE,
+    ///                        Duration::from_secs(30), "app::charge").with_tombstone();
+    /// assert!(claim.tombstone);
+    /// ```
+    pub const fn with_tombstone(mut self) -> Self {
+        self.tombstone = true;
+        self
+    }
+}
+
+/// How long a store keeps a completed record: its `ttl`, then, when the
+/// call asks for one, a tombstone for `tombstone` more: a marker of the
+/// fingerprint without the value, so a late duplicate is answered
+/// [`ClaimOutcome::Expired`] instead of running again. A store keeps the
+/// tombstone compact (the built-in ones: 136 to 313 bytes each, whatever
+/// the record was; BENCHMARKS.md, "Bytes per tombstone").
+///
+/// ```
+/// use std::time::Duration;
+/// use idem::store::Retention;
+/// let kept = Retention::new(Duration::from_secs(60)).with_tombstone(Duration::from_secs(600));
+/// assert_eq!(kept.kept_for(), Duration::from_secs(660));
+/// assert_eq!(Retention::new(Duration::from_secs(60)).tombstone, None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Retention {
+    /// How long the record is replayed.
+    pub ttl: Duration,
+    /// How long a tombstone stays after the TTL; `None`: no tombstone, the
+    /// key is free once the TTL has passed.
+    pub tombstone: Option<Duration>,
+}
+
+impl Retention {
+    /// A record kept `ttl`, with no tombstone.
+    pub const fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            tombstone: None,
+        }
+    }
+
+    /// The same, followed by a tombstone kept `tombstone` more.
+    pub const fn with_tombstone(mut self, tombstone: Duration) -> Self {
+        self.tombstone = Some(tombstone);
+        self
+    }
+
+    /// How long the key stays taken from the completion on: the TTL plus
+    /// the tombstone, if any.
+    pub fn kept_for(&self) -> Duration {
+        self.ttl.saturating_add(self.tombstone.unwrap_or_default())
     }
 }
 
 /// The store's answer to a claim. Stores build it with
-/// [`won`](ClaimOutcome::won), [`in_progress`](ClaimOutcome::in_progress)
-/// and [`completed`](ClaimOutcome::completed), so that a later release can
+/// [`won`](ClaimOutcome::won), [`in_progress`](ClaimOutcome::in_progress),
+/// [`completed`](ClaimOutcome::completed) and
+/// [`expired`](ClaimOutcome::expired), so that a later release can
 /// add a field.
 ///
 /// ```
@@ -170,6 +239,17 @@ pub enum ClaimOutcome {
         /// cache may keep the record this long and no longer.
         expires_in: Duration,
     },
+    /// The key's record has expired, but its tombstone
+    /// ([`Retention::tombstone`]) says the call completed: the key is not
+    /// claimed, and the call's answer is `Error::Expired` (or
+    /// `Error::FingerprintMismatch` for another payload).
+    #[non_exhaustive]
+    Expired {
+        /// The fingerprint the record was made with.
+        fingerprint: Fingerprint,
+        /// How long ago the record's TTL ran out, by the store's clock.
+        expired_ago: Duration,
+    },
 }
 
 impl ClaimOutcome {
@@ -194,6 +274,15 @@ impl ClaimOutcome {
             fingerprint,
             record,
             expires_in,
+        }
+    }
+
+    /// The key's record, made with `fingerprint`, expired `expired_ago`
+    /// and its tombstone still stands.
+    pub fn expired(fingerprint: Fingerprint, expired_ago: Duration) -> Self {
+        ClaimOutcome::Expired {
+            fingerprint,
+            expired_ago,
         }
     }
 }

@@ -18,6 +18,8 @@ pub(crate) struct Args {
     pub ttl: Option<Duration>,
     pub lease: Option<Duration>,
     pub wait: Option<Duration>,
+    /// `tombstone = …`: how long a marker outlives the record.
+    pub tombstone: Option<Duration>,
     pub store: Option<Expr>,
     pub fingerprint: Option<Fingerprint>,
     pub skip: Vec<Ident>,
@@ -55,6 +57,7 @@ const OPTIONS: &[&str] = &[
     "ttl",
     "lease",
     "wait",
+    "tombstone",
     "store",
     "fingerprint",
     "skip",
@@ -143,6 +146,7 @@ impl Args {
             "ttl" => self.ttl = Some(duration_option(name, value, false)?),
             "lease" => self.lease = Some(duration_option(name, value, false)?),
             "wait" => self.wait = Some(duration_option(name, value, true)?),
+            "tombstone" => self.tombstone = Some(duration_option(name, value, false)?),
             "fingerprint" => {
                 self.fingerprint = Some(match value {
                     Expr::Lit(syn::ExprLit {

@@ -177,7 +177,7 @@ fn gen_fingerprint(model: &Model<'_>) -> TokenStream {
     }
 }
 
-/// `.ttl(…)`, `.lease(…)`, `.wait(…)`: literals as milliseconds parsed at
+/// `.ttl(…)`, `.lease(…)`, `.wait(…)`, `.tombstone(…)`: literals as milliseconds parsed at
 /// compile time, expressions as written (checked by the runtime).
 fn gen_durations<'a>(
     private: &'a TokenStream,
@@ -187,6 +187,7 @@ fn gen_durations<'a>(
         ("ttl", &args.ttl),
         ("lease", &args.lease),
         ("wait", &args.wait),
+        ("tombstone", &args.tombstone),
     ]
     .into_iter()
     .filter_map(move |(name, value)| {

@@ -80,6 +80,7 @@ use proc_macro::TokenStream;
 /// | `ttl` | a duration literal (`"500ms"`, `"30s"`, `"15m"`, `"24h"`, `"7d"`, `"1h30m"`) or a `std::time::Duration` expression: how long a completed result is replayed | `"24h"` |
 /// | `lease` | as `ttl`: how long an in-progress claim is held before another caller may take over; renewed while the body runs from a task the handle keeps on the call's runtime (one per runtime; see `Call::lease`), and a renewal that fails says so at once (a `WARN` in the call's span, `idem_renewal_failures_total`) | `"30s"`, or the `ttl` if shorter |
 /// | `wait` | as `ttl`: how long a duplicate waits for a call in progress before `idem::Error::InProgress` | `"0s"` |
+/// | `tombstone` | as `ttl`: how long a marker of the completed call (its fingerprint, no value) outlives the record, so a very late duplicate gets `idem::Error::Expired` (HTTP 410, queue `Ack`) instead of running again (see `Call::tombstone`) | none: after the `ttl` a duplicate runs as new |
 /// | `store` | an `idem::Idempotency`, or something that derefs to one (`self.idem`, a `static` `LazyLock<Idempotency>`, an `Arc<Idempotency>`) | the handle set by `idem::install` |
 /// | `fingerprint` | a `serde::Serialize` expression that must match when a key is reused, or `false` | a SHA-256 of every parameter not skipped |
 /// | `skip(a, b)` | parameters left out of the derived key and fingerprint (pools, clients, handles); `self` is always left out | none |

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use foldhash::HashMap;
 use idem_core::fingerprint::Fingerprint;
 use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
+use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
 use idem_core::{Store, StoreError};
 use tokio::time::Instant;
 
@@ -60,12 +60,19 @@ struct Shard {
 struct Entry {
     fingerprint: Fingerprint,
     state: State,
+    /// When the lease or TTL runs out.
     until: Instant,
+    /// When the entry may go: `until`, or the end of a completed record's
+    /// tombstone.
+    kept: Instant,
 }
 
 enum State {
     InProgress(Token),
     Completed(Bytes),
+    /// A completed record past its TTL, kept as a tombstone: the value is
+    /// dropped, the fingerprint stays.
+    Tombstone,
 }
 
 impl Default for MemoryStore {
@@ -116,6 +123,16 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+impl Entry {
+    /// Drops the value of a completed record past its TTL: from then on it
+    /// is a tombstone.
+    fn compact(&mut self, now: Instant) {
+        if self.until <= now && matches!(self.state, State::Completed(_)) {
+            self.state = State::Tombstone;
+        }
+    }
+}
+
 impl Shard {
     /// Makes room for one more entry, or says the shard is full of claims.
     fn make_room(&mut self, limit: usize, now: Instant) -> Result<(), StoreError> {
@@ -123,7 +140,10 @@ impl Shard {
         if self.entries.len() < limit && !self.inserts.is_multiple_of(SWEEP_EVERY) {
             return Ok(());
         }
-        self.entries.retain(|_, entry| entry.until > now);
+        self.entries.retain(|_, entry| entry.kept > now);
+        for entry in self.entries.values_mut() {
+            entry.compact(now);
+        }
         self.steps.sweep(now);
         if self.entries.len() < limit {
             return Ok(());
@@ -133,7 +153,7 @@ impl Shard {
         let mut completed: Vec<(Instant, RecordKey)> = self
             .entries
             .iter()
-            .filter(|(_, entry)| matches!(entry.state, State::Completed(_)))
+            .filter(|(_, entry)| !matches!(entry.state, State::InProgress(_)))
             .map(|(key, entry)| (entry.until, *key))
             .collect();
         if completed.is_empty() {
@@ -158,6 +178,8 @@ impl Shard {
                 State::InProgress(t) if t == token => Ok(entry),
                 _ => Err(Fence::Lost),
             },
+            // Another caller completed the key; its tombstone stands.
+            Some(entry) if entry.kept > now => Err(Fence::Lost),
             _ => Err(Fence::Expired),
         }
     }
@@ -168,7 +190,7 @@ impl Store for MemoryStore {
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
         let now = Instant::now();
         let mut shard = self.shard(key);
-        let took_over = match shard.entries.get(key) {
+        let took_over = match shard.entries.get_mut(key) {
             Some(entry) if entry.until > now => {
                 return Ok(match &entry.state {
                     State::Completed(record) => ClaimOutcome::completed(
@@ -179,7 +201,13 @@ impl Store for MemoryStore {
                     State::InProgress(_) => {
                         ClaimOutcome::in_progress(entry.fingerprint, entry.until - now)
                     }
+                    // Only a record past its TTL becomes one.
+                    State::Tombstone => ClaimOutcome::expired(entry.fingerprint, Duration::ZERO),
                 });
+            }
+            Some(entry) if entry.kept > now => {
+                entry.compact(now);
+                return Ok(ClaimOutcome::expired(entry.fingerprint, now - entry.until));
             }
             Some(entry) => matches!(entry.state, State::InProgress(_)),
             None => {
@@ -193,6 +221,7 @@ impl Store for MemoryStore {
                 fingerprint: claim.fingerprint,
                 state: State::InProgress(claim.token),
                 until: now + claim.lease,
+                kept: now + claim.lease,
             },
         );
         Ok(ClaimOutcome::won(took_over, shard.steps.finished(key, now)))
@@ -203,14 +232,15 @@ impl Store for MemoryStore {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> Result<Fence, StoreError> {
         let now = Instant::now();
         let mut shard = self.shard(key);
         Ok(match shard.held(key, token, now) {
             Ok(entry) => {
                 entry.state = State::Completed(Bytes::copy_from_slice(record));
-                entry.until = now + ttl;
+                entry.until = now + kept.ttl;
+                entry.kept = now + kept.kept_for();
                 Fence::Held
             }
             Err(lost) => lost,
@@ -240,6 +270,7 @@ impl Store for MemoryStore {
         Ok(match shard.held(key, token, now) {
             Ok(entry) => {
                 entry.until = now + lease;
+                entry.kept = entry.until;
                 Fence::Held
             }
             Err(lost) => lost,

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use idem_core::admin::Purged;
 use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
+use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
 use idem_core::{Store, StoreError};
 use sqlx::mysql::{MySqlConnection, MySqlPool, MySqlRow};
 
@@ -236,7 +236,9 @@ impl MySqlStore {
 
     /// Deletes expired records, claims and steps, oldest first, in
     /// statements of at most [`purge_batch`](MySqlStoreBuilder::purge_batch)
-    /// rows, and returns how many it deleted. Expired rows are already
+    /// rows, and returns how many it deleted; a record past its TTL whose
+    /// tombstone stands loses its value instead (counted too) and is
+    /// deleted once the tombstone has passed. Expired rows are already
     /// ignored by every step; this only reclaims space. Run it every few
     /// minutes from one place, e.g. a tokio task:
     ///
@@ -256,7 +258,7 @@ impl MySqlStore {
     /// ```
     pub async fn purge_expired(&self) -> Result<u64, StoreError> {
         let purged = self.purge_counted().await?;
-        Ok(purged.records + purged.steps)
+        Ok(purged.records + purged.steps + purged.tombstones)
     }
 
     /// Purges as [`purge_expired`](Self::purge_expired) does, counting
@@ -267,6 +269,7 @@ impl MySqlStore {
         let mut purged = Purged::default();
         for (statement, count) in [
             (&sql.purge, &mut purged.records),
+            (&sql.compact, &mut purged.tombstones),
             (&sql.steps.purge, &mut purged.steps),
         ] {
             loop {
@@ -311,7 +314,7 @@ impl Store for MySqlStore {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> Result<Fence, StoreError> {
         let sql = &self.inner.sql;
         let token = token.to_bytes();
@@ -322,7 +325,7 @@ impl Store for MySqlStore {
                 } else {
                     Completion::Held
                 };
-                sql.complete_query(how, key.as_bytes(), &token, record, ttl)
+                sql.complete_query(how, key.as_bytes(), &token, record, kept)
             })
             .await?;
         self.fence(changed, key).await

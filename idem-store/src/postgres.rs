@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use idem_core::admin::Purged;
 use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
+use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
 use idem_core::{Store, StoreError};
 use sqlx::postgres::{PgConnection, PgPool, PgRow};
 
@@ -196,7 +196,9 @@ impl PostgresStore {
 
     /// Deletes expired records, claims and steps, in statements of at most
     /// [`purge_batch`](PostgresStoreBuilder::purge_batch) rows (rows locked
-    /// by a running claim are skipped), and returns how many it deleted.
+    /// by a running claim are skipped), and returns how many it deleted; a
+    /// record past its TTL whose tombstone stands loses its value instead
+    /// (counted too) and is deleted once the tombstone has passed.
     /// Expired rows are already ignored by every step; this only reclaims
     /// space. Run it every few minutes from one place, e.g. a tokio task:
     ///
@@ -216,7 +218,7 @@ impl PostgresStore {
     /// ```
     pub async fn purge_expired(&self) -> Result<u64, StoreError> {
         let purged = self.purge_counted().await?;
-        Ok(purged.records + purged.steps)
+        Ok(purged.records + purged.steps + purged.tombstones)
     }
 
     /// Purges as [`purge_expired`](Self::purge_expired) does, counting
@@ -227,6 +229,7 @@ impl PostgresStore {
         let mut purged = Purged::default();
         for (statement, count) in [
             (&sql.purge, &mut purged.records),
+            (&sql.compact, &mut purged.tombstones),
             (&sql.steps.purge, &mut purged.steps),
         ] {
             loop {
@@ -271,7 +274,7 @@ impl Store for PostgresStore {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> Result<Fence, StoreError> {
         let sql = &self.inner.sql;
         let token = token.to_bytes();
@@ -282,7 +285,7 @@ impl Store for PostgresStore {
                 } else {
                     &sql.complete
                 };
-                sql.complete_query(text, key.as_bytes(), &token, record, ttl)
+                sql.complete_query(text, key.as_bytes(), &token, record, kept)
             })
             .await?;
         self.fence(changed, key).await

@@ -7,7 +7,8 @@
 //! decides expiry and an expired claim simply vanishes. Every step touches
 //! one key, so Redis Cluster routes it. A call's recovery points
 //! (`idem::step`) live in a hash of their own in the record's hash slot
-//! (see `steps.rs`): the claim's pipeline reads it, a save writes it.
+//! (see `steps.rs`): the claim's pipeline reads it, a save writes it. A
+//! tombstone is a marker key of its own in that slot (see `tombstone.rs`).
 
 mod admin;
 mod builder;
@@ -22,6 +23,7 @@ mod scripts;
 mod sentinel;
 mod slot;
 mod steps;
+mod tombstone;
 mod value;
 
 use std::sync::Arc;
@@ -29,7 +31,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
+use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
 use idem_core::{Store, StoreError};
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
@@ -50,8 +52,11 @@ pub use builder::RedisStoreBuilder;
 /// compare-and-set (Valkey ≥ 8.1, Redis ≥ 8.4; detected on connect and
 /// after a failed connection) completion, renewal and release are native
 /// commands instead (`SET … IFEQ … GET`, `DELIFEQ` or `DELEX`), with the
-/// same fencing; saving a step stays a script. A replayed duplicate is
-/// one round trip. Expiry is Redis's own `PX`. The connection is one
+/// same fencing; saving a step stays a script. A call that keeps a
+/// tombstone ([`Call::tombstone`](idem_core::Call::tombstone)) claims and
+/// completes by script instead, still one round trip each: the tombstone
+/// is a small key of its own beside the record (136 bytes, see
+/// BENCHMARKS.md). A replayed duplicate is one round trip. Expiry is Redis's own `PX`. The connection is one
 /// multiplexed, reconnecting connection (`ConnectionManager`, or the
 /// cluster client); an unreachable Redis answers within the response
 /// timeout with `Error::Store`, and calls succeed again once it is back.
@@ -142,6 +147,9 @@ impl RedisStore {
 #[async_trait]
 impl Store for RedisStore {
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        if claim.tombstone {
+            return self.claim_tombstoned(key, claim).await;
+        }
         self.claim_key(key, claim).await
     }
 
@@ -150,9 +158,12 @@ impl Store for RedisStore {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> Result<Fence, StoreError> {
-        self.complete_fenced(key, token, record, ttl).await
+        if kept.tombstone.is_some() {
+            return self.complete_tombstoned(key, token, record, kept).await;
+        }
+        self.complete_fenced(key, token, record, kept.ttl).await
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
@@ -186,10 +197,12 @@ impl Store for RedisStore {
     /// One `DEL` of the record's key and its steps' hash.
     async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
         let mut pipe = redis::pipe();
-        // The steps' hash shares the record's slot: one command, routed.
+        // The steps' hash and the tombstone share the record's slot: one
+        // command, routed.
         pipe.cmd("DEL")
             .arg(self.redis_key(key))
             .arg(self.steps_key(key))
+            .arg(self.tombstone_key(key))
             .ignore();
         self.query::<()>(&pipe).await
     }

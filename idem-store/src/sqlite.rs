@@ -8,7 +8,7 @@ use bytes::Bytes;
 use idem_core::admin::Purged;
 use idem_core::fingerprint::Fingerprint;
 use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, StepId, Token, async_trait};
+use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
 use idem_core::{Store, StoreError};
 use sqlx::Row;
 use sqlx::sqlite::{
@@ -47,6 +47,8 @@ const MIGRATE: &str = concat!(
 const SELECT: &str = concat!(
     "SELECT token, fingerprint, record, expires_at - ",
     now_ms!(),
+    ", coalesce(tombstone_until, 0) - ",
+    now_ms!(),
     " FROM idem_records WHERE key = ?1"
 );
 
@@ -56,8 +58,10 @@ const INSERT: &str = concat!(
     " + ?4, ?5, ",
     now_ms!(),
     ") ON CONFLICT (key) DO UPDATE SET token = excluded.token, fingerprint = excluded.fingerprint,",
-    " record = NULL, expires_at = excluded.expires_at, site = excluded.site, created_at = excluded.created_at",
-    " WHERE idem_records.expires_at <= ",
+    " record = NULL, expires_at = excluded.expires_at, site = excluded.site, created_at = excluded.created_at,",
+    " tombstone_until = NULL WHERE idem_records.expires_at <= ",
+    now_ms!(),
+    " AND coalesce(idem_records.tombstone_until, 0) <= ",
     now_ms!(),
     // Whether the call has saved steps: only then does a won claim read them.
     " RETURNING EXISTS (SELECT 1 FROM idem_steps WHERE call = ?1)"
@@ -74,18 +78,24 @@ macro_rules! held {
     };
 }
 
-/// Whether anyone holds or completed the key, asked after a fenced operation
-/// found no claim of ours: to tell a takeover from an expired claim.
+/// Whether anyone holds or completed the key (its record or its
+/// tombstone stands), asked after a fenced operation found no claim of
+/// ours: to tell a takeover from an expired claim.
 const LIVE: &str = concat!(
-    "SELECT 1 FROM idem_records WHERE key = ?1 AND expires_at > ",
-    now_ms!()
+    "SELECT 1 FROM idem_records WHERE key = ?1 AND (expires_at > ",
+    now_ms!(),
+    " OR tombstone_until > ",
+    now_ms!(),
+    ")"
 );
 mod steps;
 
 const COMPLETE: &str = concat!(
     "UPDATE idem_records SET record = ?3, expires_at = ",
     now_ms!(),
-    " + ?4",
+    " + ?4, tombstone_until = ",
+    now_ms!(),
+    " + ?5",
     held!()
 );
 const RELEASE: &str = concat!("DELETE FROM idem_records", held!());
@@ -101,7 +111,18 @@ const RENEW: &str = concat!(
 const PURGE: &str = concat!(
     "DELETE FROM idem_records WHERE key IN (SELECT key FROM idem_records WHERE expires_at <= ",
     now_ms!(),
+    " AND coalesce(tombstone_until, 0) <= ",
+    now_ms!(),
     " LIMIT ?1)"
+);
+/// Drops the value of records past their TTL whose tombstone stands: an
+/// empty record, not NULL, which would read as a claim.
+const COMPACT: &str = concat!(
+    "UPDATE idem_records SET record = X'' WHERE key IN (SELECT key FROM idem_records WHERE expires_at <= ",
+    now_ms!(),
+    " AND tombstone_until > ",
+    now_ms!(),
+    " AND length(record) > 0 LIMIT ?1)"
 );
 
 /// Connections to the file the store keeps at most.
@@ -224,7 +245,9 @@ impl SqliteStore {
     }
 
     /// Deletes expired records, claims and steps, in statements of at most 5,000
-    /// rows, and returns how many it deleted. Expired rows are already
+    /// rows, and returns how many it deleted; a record past its TTL whose
+    /// tombstone stands loses its value instead (counted too) and is
+    /// deleted once the tombstone has passed. Expired rows are already
     /// ignored by every step; this only reclaims space. Run it now and
     /// then:
     ///
@@ -241,30 +264,38 @@ impl SqliteStore {
     /// ```
     pub async fn purge_expired(&self) -> Result<u64, StoreError> {
         let purged = self.purge_counted().await?;
-        Ok(purged.records + purged.steps)
+        Ok(purged.records + purged.steps + purged.tombstones)
     }
 
     /// Purges as [`purge_expired`](Self::purge_expired) does, counting
     /// records and steps apart.
     async fn purge_counted(&self) -> Result<Purged, StoreError> {
         let mut purged = Purged::default();
-        loop {
-            let n = sqlx::query(PURGE)
-                .bind(PURGE_BATCH)
-                .execute(&self.pool)
-                .await
-                .map_err(err)?
-                .rows_affected();
-            purged.records += n;
-            if n < PURGE_BATCH as u64 {
-                break;
-            }
-        }
+        purged.records = self.in_batches(PURGE).await?;
+        purged.tombstones = self.in_batches(COMPACT).await?;
         loop {
             let n = steps::purge(&self.pool, PURGE_BATCH).await?;
             purged.steps += n;
             if n < PURGE_BATCH as u64 {
                 return Ok(purged);
+            }
+        }
+    }
+
+    /// Runs `statement` (bound to a batch size) until it changes fewer
+    /// rows than a batch; how many it changed.
+    async fn in_batches(&self, statement: &'static str) -> Result<u64, StoreError> {
+        let mut changed = 0;
+        loop {
+            let n = sqlx::query(statement)
+                .bind(PURGE_BATCH)
+                .execute(&self.pool)
+                .await
+                .map_err(err)?
+                .rows_affected();
+            changed += n;
+            if n < PURGE_BATCH as u64 {
+                return Ok(changed);
             }
         }
     }
@@ -348,6 +379,11 @@ impl Store for SqliteStore {
             if let Some(row) = row {
                 let left: i64 = row.try_get(3).map_err(err)?;
                 let record: Option<Vec<u8>> = row.try_get(2).map_err(err)?;
+                let tombstone_left: i64 = row.try_get(4).map_err(err)?;
+                if left <= 0 && tombstone_left > 0 && record.is_some() {
+                    let fp = fingerprint(row.try_get(1).map_err(err)?)?;
+                    return Ok(ClaimOutcome::expired(fp, remaining(-left)));
+                }
                 if left > 0 {
                     let held_by: Vec<u8> = row.try_get(0).map_err(err)?;
                     let fp = fingerprint(row.try_get(1).map_err(err)?)?;
@@ -393,7 +429,7 @@ impl Store for SqliteStore {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> Result<Fence, StoreError> {
         let token = token.to_bytes();
         self.fenced(
@@ -402,7 +438,8 @@ impl Store for SqliteStore {
                 .bind(&key.as_bytes()[..])
                 .bind(&token[..])
                 .bind(record)
-                .bind(millis(ttl)),
+                .bind(millis(kept.ttl))
+                .bind(kept.tombstone.map(|_| millis(kept.kept_for()))),
         )
         .await
     }

@@ -374,6 +374,41 @@ async fn reads_pass_through_untouched() {
     assert!(!again.replayed());
 }
 
+/// After its stored answer's TTL, a duplicate within the layer's
+/// tombstone is 410 `expired` through the real layer, and the handler
+/// does not run; another body under the key is still 422.
+#[tokio::test]
+async fn a_duplicate_after_the_ttl_within_the_tombstone_is_410_expired() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let layer = layer()
+        .ttl(Duration::from_millis(200))
+        .tombstone(Duration::from_secs(60));
+    let router = Router::new()
+        .route(
+            "/jobs",
+            post(move || {
+                let calls = Arc::clone(&counted);
+                async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    (StatusCode::CREATED, "job created")
+                }
+            }),
+        )
+        .layer(layer);
+    let server = serve(router).await;
+    let key = [("idempotency-key", "\"job-1\"")];
+    let first = server.send(Method::POST, "/jobs", &key, r#"{"n":1}"#).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let late = server.send(Method::POST, "/jobs", &key, r#"{"n":1}"#).await;
+    late.assert_problem(410, "expired");
+    assert!(!late.replayed());
+    let other = server.send(Method::POST, "/jobs", &key, r#"{"n":2}"#).await;
+    other.assert_problem(422, "fingerprint-mismatch");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
 /// A router whose handler answers 500 on its first call and 201 after.
 fn flaky(layer: IdempotencyLayer, calls: Arc<AtomicU32>) -> Router {
     Router::new()

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{Claim, ClaimOutcome};
+use idem::store::{Claim, ClaimOutcome, Retention};
 use idem::{Idempotency, MemoryStore, Store};
 
 idem_conformance::suite!(async { Idempotency::new(MemoryStore::new()) });
@@ -24,7 +24,12 @@ async fn bounded_store_evicts_expired_then_oldest_completed() {
         match store.claim(&key, &c).await {
             Ok(ClaimOutcome::Won { .. }) => {
                 store
-                    .complete(&key, c.token, b"r", Duration::from_secs(60 + u64::from(i)))
+                    .complete(
+                        &key,
+                        c.token,
+                        b"r",
+                        Retention::new(Duration::from_secs(60 + u64::from(i))),
+                    )
                     .await
                     .unwrap();
                 keys.push(key);

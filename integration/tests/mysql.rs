@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use idem::admin::{Admin, ListFilter, Purged, RecordState};
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{Claim, ClaimOutcome, Fence, StepId, Token};
+use idem::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token};
 use idem::{Error, Idempotency, MySqlStore, Store};
 use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
 use tcp_gate::TcpGate;
@@ -79,7 +79,16 @@ async fn migrate_twice_and_concurrently_is_harmless() {
     .fetch_all(&mut admin)
     .await
     .unwrap();
-    assert_eq!(versions, vec![1]);
+    assert_eq!(versions, vec![1, 2]);
+    // A run that stopped after migration 2's `ADD COLUMN` (MySQL has no
+    // `IF NOT EXISTS` there) runs it again without failing.
+    sqlx::query(&format!(
+        "DELETE FROM `{table}_migrations` WHERE version = 2"
+    ))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    stores[2].migrate().await.unwrap();
     assert_eq!(stores[0].table(), format!("`{table}`"));
     let idem = Idempotency::new(stores[1].clone());
     let out: Result<u8, Error> = idem.call("m", "k").run(|| async { Ok(1) }).await;
@@ -170,7 +179,10 @@ async fn purge_expired_deletes_only_expired_rows_in_batches() {
         ));
         if i % 2 == 0 {
             assert_eq!(
-                store.complete(&key, c.token, b"r", life).await.unwrap(),
+                store
+                    .complete(&key, c.token, b"r", Retention::new(life))
+                    .await
+                    .unwrap(),
                 Fence::Held
             );
         } else {
@@ -296,7 +308,7 @@ async fn fencing_follows_the_server_clock() {
     let lease = Duration::from_secs(60);
     assert_eq!(
         store
-            .complete(&key, first.token, b"late", lease)
+            .complete(&key, first.token, b"late", Retention::new(lease))
             .await
             .unwrap(),
         Fence::Lost
@@ -311,7 +323,7 @@ async fn fencing_follows_the_server_clock() {
     // The new holder completes; the record is its.
     assert_eq!(
         store
-            .complete(&key, second.token, b"mine", lease)
+            .complete(&key, second.token, b"mine", Retention::new(lease))
             .await
             .unwrap(),
         Fence::Held
@@ -335,7 +347,7 @@ async fn fencing_follows_the_server_clock() {
     .unwrap();
     assert_eq!(
         store
-            .complete(&other, lapsed.token, b"late", lease)
+            .complete(&other, lapsed.token, b"late", Retention::new(lease))
             .await
             .unwrap(),
         Fence::Expired
@@ -444,7 +456,10 @@ async fn each_step_is_one_round_trip() {
                 .unwrap();
             store.release(&key, c.token).await.unwrap();
             store.claim(&key, &c).await.unwrap();
-            store.complete(&key, c.token, b"r", c.lease).await.unwrap();
+            store
+                .complete(&key, c.token, b"r", Retention::new(c.lease))
+                .await
+                .unwrap();
             store.claim(&key, &c).await.unwrap();
         }
         proxy.take().await;
@@ -459,7 +474,10 @@ async fn each_step_is_one_round_trip() {
             .await
             .unwrap();
         let step_turns = proxy.take().await;
-        store.complete(&key, c.token, b"r", c.lease).await.unwrap();
+        store
+            .complete(&key, c.token, b"r", Retention::new(c.lease))
+            .await
+            .unwrap();
         let complete_turns = proxy.take().await;
         let again = claim(Duration::from_secs(30));
         assert!(matches!(
@@ -824,4 +842,41 @@ async fn a_storm_of_claims_from_two_replicas_has_one_winner_per_key() {
     let again = storm("new", Duration::from_secs(60)).await;
     assert_eq!(again.len(), KEYS as usize);
     assert!(again.values().all(|w| w == &[true]), "{again:?}");
+}
+
+/// A record past its TTL whose tombstone stands lists and counts as a
+/// tombstone; a purge drops its value (it still answers `Expired`).
+#[tokio::test]
+async fn admin_lists_counts_and_compacts_tombstones() {
+    let store = store("tombstone_admin").await;
+    let idem = Idempotency::new(store.clone());
+    let pay = || {
+        idem.call("tomb", "o-1")
+            .ttl(Duration::from_millis(300))
+            .tombstone(Duration::from_secs(60))
+            .run(|| async { Ok::<_, Error>("charged".repeat(20)) })
+    };
+    pay().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let key = RecordKey::new("tomb", "o-1");
+    let info = store
+        .inspect(&key)
+        .await
+        .unwrap()
+        .expect("the tombstone's row");
+    assert_eq!(info.state, RecordState::Tombstone);
+    assert!(
+        info.expires_in
+            .is_some_and(|left| left > Duration::from_secs(30))
+    );
+    assert!(info.size > 0, "a value before the purge");
+    assert_eq!(store.stats().await.unwrap().tombstones, 1);
+    assert!(store.purge().await.unwrap().tombstones >= 1);
+    let info = store
+        .inspect(&key)
+        .await
+        .unwrap()
+        .expect("the tombstone's row");
+    assert_eq!((info.state, info.size), (RecordState::Tombstone, 0));
+    assert!(matches!(pay().await, Err(Error::Expired { .. })));
 }

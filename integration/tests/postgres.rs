@@ -11,9 +11,10 @@ mod turn_proxy;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use idem::admin::{Admin, RecordState};
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{Claim, ClaimOutcome, Fence, Token};
+use idem::store::{Claim, ClaimOutcome, Fence, Retention, Token};
 use idem::{Error, Idempotency, PostgresStore, Store};
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
@@ -78,7 +79,7 @@ async fn migrate_twice_and_concurrently_is_harmless() {
     .await
     .unwrap();
     // 1: records and claim function; 2: steps; 3: site and creation time.
-    assert_eq!(versions, vec![1, 2, 3, 4]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
     assert_eq!(stores[0].table(), format!("\"{schema}\".\"records\""));
     let idem = Idempotency::new(stores[1].clone());
     let out: Result<u8, Error> = idem.call("m", "k").run(|| async { Ok(1) }).await;
@@ -165,7 +166,10 @@ async fn purge_expired_deletes_only_expired_rows_in_batches() {
         ));
         if i % 2 == 0 {
             assert_eq!(
-                store.complete(&key, c.token, b"r", life).await.unwrap(),
+                store
+                    .complete(&key, c.token, b"r", Retention::new(life))
+                    .await
+                    .unwrap(),
                 Fence::Held
             );
         } else {
@@ -429,7 +433,10 @@ async fn each_step_is_one_round_trip() {
             store.renew(&key, c.token, c.lease).await.unwrap();
             store.release(&key, c.token).await.unwrap();
             store.claim(&key, &c).await.unwrap();
-            store.complete(&key, c.token, b"r", c.lease).await.unwrap();
+            store
+                .complete(&key, c.token, b"r", Retention::new(c.lease))
+                .await
+                .unwrap();
         }
         proxy.take().await;
         let key = RecordKey::new("turns", &Token::random().to_u128());
@@ -438,7 +445,10 @@ async fn each_step_is_one_round_trip() {
         let claim_turns = proxy.take().await;
         store.renew(&key, c.token, c.lease).await.unwrap();
         let renew_turns = proxy.take().await;
-        store.complete(&key, c.token, b"r", c.lease).await.unwrap();
+        store
+            .complete(&key, c.token, b"r", Retention::new(c.lease))
+            .await
+            .unwrap();
         let complete_turns = proxy.take().await;
         let again = claim(Duration::from_secs(30));
         assert!(matches!(
@@ -694,4 +704,41 @@ async fn wait_until_blocked_on_a_lock(table: &str) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("no claimer waited on the row's lock");
+}
+
+/// A record past its TTL whose tombstone stands lists and counts as a
+/// tombstone; a purge drops its value (it still answers `Expired`).
+#[tokio::test]
+async fn admin_lists_counts_and_compacts_tombstones() {
+    let store = store("tombstone_admin").await;
+    let idem = Idempotency::new(store.clone());
+    let pay = || {
+        idem.call("tomb", "o-1")
+            .ttl(Duration::from_millis(300))
+            .tombstone(Duration::from_secs(60))
+            .run(|| async { Ok::<_, Error>("charged".repeat(20)) })
+    };
+    pay().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let key = RecordKey::new("tomb", "o-1");
+    let info = store
+        .inspect(&key)
+        .await
+        .unwrap()
+        .expect("the tombstone's row");
+    assert_eq!(info.state, RecordState::Tombstone);
+    assert!(
+        info.expires_in
+            .is_some_and(|left| left > Duration::from_secs(30))
+    );
+    assert!(info.size > 0, "a value before the purge");
+    assert_eq!(store.stats().await.unwrap().tombstones, 1);
+    assert!(store.purge().await.unwrap().tombstones >= 1);
+    let info = store
+        .inspect(&key)
+        .await
+        .unwrap()
+        .expect("the tombstone's row");
+    assert_eq!((info.state, info.size), (RecordState::Tombstone, 0));
+    assert!(matches!(pay().await, Err(Error::Expired { .. })));
 }

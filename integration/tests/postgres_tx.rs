@@ -402,3 +402,42 @@ async fn forget_on_a_transaction_commits_or_rolls_back_with_it() {
     call().await.unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 2, "committed: ran again");
 }
+
+/// In the transactional mode, a call that asks for a tombstone leaves one
+/// with its committed record: after the TTL the same order is
+/// `Error::Expired` (its transaction adds nothing), another one is refused.
+#[tokio::test]
+async fn a_tombstone_is_kept_in_the_transactional_mode() {
+    let f = fixture("tx_tombstone").await;
+    let runs = AtomicUsize::new(0);
+    let place_late = async |sku: &str| {
+        let mut tx = f.pool.begin().await.unwrap();
+        let call = f
+            .idem
+            .call("orders", "o-late")
+            .ttl(Duration::from_millis(300))
+            .tombstone(Duration::from_secs(60))
+            .fingerprint(&sku);
+        let out = f
+            .store
+            .in_transaction(&mut tx, call)
+            .run(async |conn| {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Error>(insert_order(conn, &f.orders, "o-late", sku).await)
+            })
+            .await;
+        tx.commit().await.unwrap();
+        out
+    };
+    assert_eq!(place_late("tea").await.unwrap().sku, "tea");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(matches!(
+        place_late("tea").await,
+        Err(Error::Expired { .. })
+    ));
+    assert!(matches!(
+        place_late("coffee").await,
+        Err(Error::FingerprintMismatch { .. })
+    ));
+    assert_eq!((runs.load(Ordering::SeqCst), f.orders().await), (1, 1));
+}

@@ -344,3 +344,35 @@ async fn a_reported_result_says_whether_its_error_is_stored() {
     );
     assert_eq!(Disposition::of(&poison), Disposition::Reject);
 }
+
+/// A message redelivered after its record expired, within the call's
+/// tombstone, is acknowledged without running the handler: its first
+/// delivery completed. Another payload under that id is still rejected.
+#[tokio::test]
+async fn a_late_redelivery_under_a_tombstone_is_acked_and_does_not_run() {
+    let idem = Idempotency::new(MemoryStore::new());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let deliver = |amount: u64| {
+        let runs = Arc::clone(&runs);
+        let call = idem
+            .call("billing", "o-late")
+            .ttl(Duration::from_millis(100))
+            .tombstone(Duration::from_secs(60))
+            .fingerprint(&amount);
+        process(call, move || async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Error>(amount)
+        })
+    };
+    assert_eq!(deliver(100).await.disposition, Disposition::Ack);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let late = deliver(100).await;
+    assert!(
+        matches!(late.result, Err(Error::Expired { .. })),
+        "{:?}",
+        late.result
+    );
+    assert_eq!(late.disposition, Disposition::Ack);
+    assert_eq!(deliver(555).await.disposition, Disposition::Reject);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}

@@ -153,7 +153,7 @@ impl Store for Seeded {
         _: &RecordKey,
         _: Token,
         _: &[u8],
-        _: Duration,
+        _: idem::store::Retention,
     ) -> Result<Fence, StoreError> {
         Ok(Fence::Held)
     }
@@ -420,10 +420,10 @@ impl Store for Recording {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: idem::store::Retention,
     ) -> Result<Fence, StoreError> {
         *self.last.lock().unwrap() = record.to_vec();
-        self.inner.complete(key, token, record, ttl).await
+        self.inner.complete(key, token, record, kept).await
     }
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
         self.inner.release(key, token).await

@@ -44,9 +44,9 @@ impl Store for Audited {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: idem::store::Retention,
     ) -> Result<Fence, StoreError> {
-        let out = self.inner.complete(key, token, record, ttl).await;
+        let out = self.inner.complete(key, token, record, kept).await;
         if matches!(out, Ok(Fence::Held)) {
             self.granted.completed.fetch_add(1, Ordering::SeqCst);
         }

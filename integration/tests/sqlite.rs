@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{Claim, ClaimOutcome, Fence, Token};
+use idem::store::{Claim, ClaimOutcome, Fence, Retention, Token};
 use idem::{Error, Idempotency, SqliteStore, Store};
 
 /// A path in a fresh temporary directory. The directories stay behind in
@@ -78,7 +78,10 @@ async fn purge_expired_deletes_only_expired_rows() {
         ));
         if i % 2 == 0 {
             assert_eq!(
-                store.complete(&key, claim.token, b"r", life).await.unwrap(),
+                store
+                    .complete(&key, claim.token, b"r", Retention::new(life))
+                    .await
+                    .unwrap(),
                 Fence::Held
             );
         } else {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{ClaimOutcome, Fence};
+use idem::store::{ClaimOutcome, Fence, Retention};
 use idem::{Error, Idempotency, RedisStore, Store};
 use redis_server::PrivateRedis;
 
@@ -126,7 +126,7 @@ async fn fenced_steps_run_no_script_on_valkey() {
     let ttl = Duration::from_secs(60);
     assert_eq!(
         store
-            .complete(&key, claim.token, b"rec", ttl)
+            .complete(&key, claim.token, b"rec", Retention::new(ttl))
             .await
             .unwrap(),
         Fence::Held
@@ -185,7 +185,7 @@ async fn a_late_holder_is_told_lost_or_expired_natively() {
     );
     assert_eq!(
         store
-            .complete(&keys[2], late[2], b"late", ttl)
+            .complete(&keys[2], late[2], b"late", Retention::new(ttl))
             .await
             .unwrap(),
         Fence::Expired
@@ -201,14 +201,17 @@ async fn a_late_holder_is_told_lost_or_expired_natively() {
     assert_eq!(store.release(&keys[1], late[1]).await.unwrap(), Fence::Lost);
     assert_eq!(
         store
-            .complete(&keys[2], late[2], b"late", ttl)
+            .complete(&keys[2], late[2], b"late", Retention::new(ttl))
             .await
             .unwrap(),
         Fence::Lost
     );
     for (key, holder) in keys.iter().zip(&holders) {
         assert_eq!(
-            store.complete(key, *holder, b"rec", ttl).await.unwrap(),
+            store
+                .complete(key, *holder, b"rec", Retention::new(ttl))
+                .await
+                .unwrap(),
             Fence::Held
         );
     }
@@ -243,7 +246,7 @@ async fn a_claim_won_by_another_store_completes_by_script() {
     let ttl = Duration::from_secs(60);
     assert_eq!(
         completer
-            .complete(&key, claim.token, b"rec", ttl)
+            .complete(&key, claim.token, b"rec", Retention::new(ttl))
             .await
             .unwrap(),
         Fence::Held
@@ -253,7 +256,7 @@ async fn a_claim_won_by_another_store_completes_by_script() {
     // The claimer's kept value no longer matches: its completion is fenced.
     assert_eq!(
         claimer
-            .complete(&key, claim.token, b"rec", ttl)
+            .complete(&key, claim.token, b"rec", Retention::new(ttl))
             .await
             .unwrap(),
         Fence::Lost
@@ -289,7 +292,7 @@ async fn a_failover_to_redis_7_falls_back_to_scripts() {
     let ttl = Duration::from_secs(60);
     assert_eq!(
         store
-            .complete(&key, claim.token, b"rec", ttl)
+            .complete(&key, claim.token, b"rec", Retention::new(ttl))
             .await
             .unwrap(),
         Fence::Expired
@@ -301,7 +304,7 @@ async fn a_failover_to_redis_7_falls_back_to_scripts() {
     ));
     assert_eq!(
         store
-            .complete(&key, again.token, b"rec", ttl)
+            .complete(&key, again.token, b"rec", Retention::new(ttl))
             .await
             .unwrap(),
         Fence::Held

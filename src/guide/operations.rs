@@ -10,7 +10,7 @@
 //!
 //! | name | type | labels | what |
 //! | --- | --- | --- | --- |
-//! | `idem_calls_total` | counter | `site`, `outcome` | calls, by how they ended: `ran` (the body ran; its `Err`s included), `replayed`, `in_progress`, `mismatch`, `lease_lost`, `store_error`, `codec_error`, `invalid` (an empty key or impossible settings) |
+//! | `idem_calls_total` | counter | `site`, `outcome` | calls, by how they ended: `ran` (the body ran; its `Err`s included), `replayed`, `in_progress`, `mismatch`, `lease_lost`, `store_error`, `codec_error`, `invalid` (an empty key or impossible settings), `expired` (a late duplicate answered by a tombstone) |
 //! | `idem_store_seconds` | histogram | `site`, `op` | one store operation (round trip), by `op`: `claim`, `complete`, `release`, `renew` |
 //! | `idem_takeovers_total` | counter | `site` | claims won from a holder whose lease had run out |
 //! | `idem_reconciled_total` | counter | `site` | takeovers answered by the call's reconcile (`Ok(Some(_))`): the body did not run |

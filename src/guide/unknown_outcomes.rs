@@ -1,4 +1,5 @@
-//! Unknown outcomes: a holder that vanished mid-effect, and `reconcile`.
+//! Unknown outcomes: a holder that vanished mid-effect (`reconcile`), and
+//! a duplicate that comes after the record expired (tombstones).
 //!
 //! A holder can call the payment provider and vanish (killed, partitioned,
 //! its lease lost) before it stores the result. The next caller takes over
@@ -11,6 +12,7 @@
 //! | `idem::step` | a finished step never runs again; the body resumes after it | cover a step interrupted mid-way: it runs again |
 //! | transactional mode (PostgreSQL) | effects in the same database commit with the record, or roll back with it | reach effects outside that database |
 //! | `reconcile` | on a takeover of a vanished holder, and only then, asks you whether the effect happened, before the body runs again | know anything itself: it is as good as the downstream's answer |
+//! | `tombstone` | after the TTL, a late duplicate with the same payload gets `Error::Expired` (410, queue `Ack`) and does not run, until the tombstone ends | replay the value (it is gone), or outlive the tombstone: after it the key runs as new |
 //!
 //! `reconcile` is a fn taking the parameters by reference and returning
 //! `Result<Option<T>, E>` (`reconcile = path` on the attribute,
@@ -76,6 +78,50 @@
 //! lease, so a vanished holder leaves no trace and a reconcile is never
 //! asked there).
 //!
-//! Not built yet: tombstones (SPEC §13: a late duplicate after the TTL gets
-//! `Error::Expired` instead of running again). Until then a duplicate that
-//! arrives after the record's TTL runs the body as a new call.
+//! # Tombstones
+//!
+//! A record lives its TTL; a duplicate after that runs as a new call (a
+//! mobile client back online after a day, a queue replayed from last
+//! week). `tombstone = "30d"` on the attribute, or
+//! [`Call::tombstone`](crate::Call::tombstone) and
+//! [`IdempotencyLayer::tombstone`](crate::http::IdempotencyLayer::tombstone),
+//! keeps a marker of the completed call (its fingerprint and when its
+//! record expired; never its value) for that long after the TTL:
+//!
+//! - the same payload gets `Error::Expired { expired_ago, .. }`, and the
+//!   body does not run (HTTP 410 [`expired`](crate::http#expired); a queue
+//!   consumer acknowledges it);
+//! - another payload is still `Error::FingerprintMismatch` (422);
+//! - once the tombstone has passed, the key is free.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use std::time::Duration;
+//! let idem = idem::Idempotency::new(idem::MemoryStore::new());
+//! let pay = |amount: u32| {
+//!     idem.call("payments", "order-1")
+//!         .ttl(Duration::from_millis(20))
+//!         .tombstone(Duration::from_secs(30 * 24 * 3600))
+//!         .fingerprint(&amount)
+//!         .run(move || async move { Ok::<_, idem::Error>(amount) })
+//! };
+//! assert_eq!(pay(1200).await.unwrap(), 1200);
+//! tokio::time::sleep(Duration::from_millis(50)).await;
+//! assert!(matches!(pay(1200).await, Err(idem::Error::Expired { .. })));
+//! assert!(matches!(pay(999).await, Err(idem::Error::FingerprintMismatch { .. })));
+//! # }
+//! ```
+//!
+//! Every store keeps them. Memory keeps the entry without its value. The
+//! SQL stores keep the row: a nullable `tombstone_until` column (added by
+//! a migration), judged by the server's clock in the claim's one
+//! statement; `purge_expired` (and `idem purge`) drops the value of a row
+//! in its tombstone and deletes it once the tombstone has passed, and
+//! `idem list`/`inspect`/`stats` show it as `tombstone`. Redis
+//! keeps a marker key of its own in the record's hash slot (`PX` = TTL +
+//! tombstone), written by the completion: only calls that ask for a
+//! tombstone pay for it (their claim and completion are scripts; other
+//! calls keep the native commands); `idem list` does not show these
+//! markers. A call that stops asking for a tombstone on Redis does not
+//! look for one written before. What a
+//! tombstone costs is measured in BENCHMARKS.md.

@@ -116,6 +116,8 @@ pub(crate) struct Config {
     pub(crate) methods: Vec<Method>,
     pub(crate) key_required: bool,
     pub(crate) ttl: Duration,
+    /// `None`: no tombstone.
+    pub(crate) tombstone: Option<Duration>,
     /// `None`: the runtime's default (30 s, or the TTL if shorter).
     pub(crate) lease: Option<Duration>,
     pub(crate) wait: Duration,
@@ -152,6 +154,7 @@ impl IdempotencyLayer {
                 methods: vec![Method::POST, Method::PATCH],
                 key_required: true,
                 ttl: DEFAULT_TTL,
+                tombstone: None,
                 lease: None,
                 wait: Duration::ZERO,
                 max_body_bytes: DEFAULT_MAX_BODY_BYTES,
@@ -216,6 +219,22 @@ impl IdempotencyLayer {
     /// ```
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.config_mut().ttl = ttl;
+        self
+    }
+
+    /// Keeps a tombstone for `tombstone` after the TTL
+    /// ([`Call::tombstone`](crate::Call::tombstone)): a duplicate that comes
+    /// after its stored response expired gets 410 with the
+    /// [`expired`](crate::http#expired) problem instead of running the
+    /// handler again. Default: none (after the TTL a duplicate runs as new).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
+    /// let layer = layer.tombstone(Duration::from_secs(30 * 24 * 3600));
+    /// ```
+    pub fn tombstone(mut self, tombstone: Duration) -> Self {
+        self.config_mut().tombstone = Some(tombstone);
         self
     }
 
@@ -379,6 +398,7 @@ impl fmt::Debug for IdempotencyLayer {
             .field("methods", &c.methods)
             .field("key_required", &c.key_required)
             .field("ttl", &c.ttl)
+            .field("tombstone", &c.tombstone)
             .field("lease", &c.lease)
             .field("wait", &c.wait)
             .field("max_body_bytes", &c.max_body_bytes)

@@ -150,6 +150,9 @@ where
     if let Some(lease) = config.lease {
         call = call.lease(lease);
     }
+    if let Some(tombstone) = config.tombstone {
+        call = call.tombstone(tombstone);
+    }
     let mut wait = config.wait;
     let mut lead = None;
     if !wait.is_zero() {

@@ -278,10 +278,10 @@ impl Store for Process {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: idem_core::store::Retention,
     ) -> Result<Fence, StoreError> {
         self.check(None)?;
-        self.store.complete(key, token, record, ttl).await
+        self.store.complete(key, token, record, kept).await
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {

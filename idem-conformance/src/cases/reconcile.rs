@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{Claim, ClaimOutcome, Fence};
+use idem::store::{Claim, ClaimOutcome, Fence, Retention};
 use idem::{Error, Idempotency, Store};
 
 use crate::support::{AppError, Counter, new_claim, scope};
@@ -47,7 +47,12 @@ pub async fn a_takeover_reconciles_once_and_skips_the_body(idem: Idempotency) {
     assert_eq!((reconciles.get(), runs.get()), (1, 0));
     let late = idem
         .store()
-        .complete(&key, holder.token, b"late", Duration::from_secs(5))
+        .complete(
+            &key,
+            holder.token,
+            b"late",
+            Retention::new(Duration::from_secs(5)),
+        )
         .await
         .unwrap();
     assert_eq!(late, Fence::Lost, "the vanished holder completed over us");
@@ -143,7 +148,9 @@ pub async fn takeover_is_reported_only_for_a_lapsed_claim(idem: Idempotency) {
     let expired = RecordKey::new(&scope, &"expired");
     let first = new_claim(Fingerprint::NONE, LEASE);
     assert!(!took_over(store.claim(&expired, &first).await.unwrap()));
-    let done = store.complete(&expired, first.token, b"r", LEASE).await;
+    let done = store
+        .complete(&expired, first.token, b"r", Retention::new(LEASE))
+        .await;
     assert_eq!(done.unwrap(), Fence::Held);
     tokio::time::sleep(LEASE * 2).await;
     let claim = new_claim(Fingerprint::NONE, LEASE);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{ClaimOutcome, Fence, StepId, Token};
+use idem::store::{ClaimOutcome, Fence, Retention, StepId, Token};
 use idem::{Error, Idempotency, Store};
 
 use crate::support::{AppError, Counter, new_claim, scope};
@@ -344,7 +344,7 @@ pub async fn step_fencing_at_the_store(idem: Idempotency) {
     );
     assert_eq!(
         store
-            .complete(&key, third.token, b"rec", STEP_TTL)
+            .complete(&key, third.token, b"rec", Retention::new(STEP_TTL))
             .await
             .unwrap(),
         Fence::Held

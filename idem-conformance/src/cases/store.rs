@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
-use idem::store::{Claim, ClaimOutcome, Fence, Token};
+use idem::store::{Claim, ClaimOutcome, Fence, Retention, Token};
 use idem::{Error, Idempotency, Store};
 
 use crate::support::{Counter, new_claim, scope};
@@ -48,7 +48,12 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
     assert_fenced_out(store, &key, first.token, lease).await;
     assert_eq!(
         store
-            .complete(&key, second.token, b"record", Duration::from_secs(5))
+            .complete(
+                &key,
+                second.token,
+                b"record",
+                Retention::new(Duration::from_secs(5))
+            )
             .await
             .unwrap(),
         Fence::Held
@@ -71,7 +76,10 @@ async fn assert_fenced_out(store: &dyn Store, key: &RecordKey, token: Token, lea
     assert_eq!(store.renew(key, token, lease).await.unwrap(), Fence::Lost);
     assert_eq!(store.release(key, token).await.unwrap(), Fence::Lost);
     assert_eq!(
-        store.complete(key, token, b"late", lease).await.unwrap(),
+        store
+            .complete(key, token, b"late", Retention::new(lease))
+            .await
+            .unwrap(),
         Fence::Lost
     );
 }
@@ -204,7 +212,12 @@ pub async fn forget_removes_completed_and_in_progress_records(idem: Idempotency)
         }
     ));
     let late = store
-        .complete(&key, held.token, b"late", Duration::from_secs(60))
+        .complete(
+            &key,
+            held.token,
+            b"late",
+            Retention::new(Duration::from_secs(60)),
+        )
         .await
         .unwrap();
     assert_eq!(late, Fence::Lost);

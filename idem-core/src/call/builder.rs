@@ -5,7 +5,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{Call, DEFAULT_LEASE};
-use crate::{CallSite, Error, Fingerprint};
+use crate::store::Retention;
+use crate::{CallSite, Claim, Error, Fingerprint, Token};
 
 impl<P> Call<P> {
     /// How long a completed result is replayed.
@@ -17,6 +18,33 @@ impl<P> Call<P> {
     /// ```
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
+        self
+    }
+
+    /// Keeps a tombstone for `tombstone` after the TTL: a marker of the
+    /// completed call's fingerprint, without its value, so a very late
+    /// duplicate gets `Error::Expired` (HTTP 410, queue `Ack`) instead of
+    /// running the body again; another payload under the key is still
+    /// `Error::FingerprintMismatch`, and once the tombstone has passed the
+    /// key is free. None by default: after the TTL a duplicate runs as new.
+    /// A zero tombstone is `Error::InvalidOption` when the call runs.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use std::time::Duration;
+    /// let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let charge = || idem.call("payments", "order-1")
+    ///     .ttl(Duration::from_millis(20))
+    ///     .tombstone(Duration::from_secs(30 * 24 * 3600));
+    /// let first: Result<u32, idem::Error> = charge().run(|| async { Ok(1200) }).await;
+    /// assert_eq!(first.unwrap(), 1200);
+    /// tokio::time::sleep(Duration::from_millis(50)).await;
+    /// let late: Result<u32, idem::Error> = charge().run(|| async { Ok(1200) }).await;
+    /// assert_eq!(late.unwrap_err().status(), 410);
+    /// # }
+    /// ```
+    pub fn tombstone(mut self, tombstone: Duration) -> Self {
+        self.tombstone = Some(tombstone);
         self
     }
 
@@ -132,6 +160,7 @@ impl<P> Call<P> {
             key: self.key,
             scope: self.scope,
             ttl: self.ttl,
+            tombstone: self.tombstone,
             lease: self.lease,
             wait: self.wait,
             fingerprint: self.fingerprint,
@@ -168,6 +197,12 @@ impl<P> Call<P> {
                 self.scope
             ));
         }
+        if self.tombstone.is_some_and(|tombstone| tombstone.is_zero()) {
+            return refuse(format!(
+                "`tombstone` must be longer than zero (scope `{}`); leave it out for none",
+                self.scope
+            ));
+        }
         let Some(lease) = self.lease else {
             return Ok(());
         };
@@ -184,6 +219,30 @@ impl<P> Call<P> {
             ));
         }
         Ok(())
+    }
+
+    /// The claim this call makes, with a fresh token.
+    pub(super) fn claim(&self) -> Claim {
+        let claim = Claim::new(
+            Token::random(),
+            self.fingerprint,
+            self.effective_lease(),
+            self.site.name(),
+        );
+        if self.tombstone.is_some() {
+            claim.with_tombstone()
+        } else {
+            claim
+        }
+    }
+
+    /// How long the store keeps the completed record, and its tombstone.
+    pub(super) fn retention(&self) -> Retention {
+        let kept = Retention::new(self.ttl);
+        match self.tombstone {
+            Some(tombstone) => kept.with_tombstone(tombstone),
+            None => kept,
+        }
     }
 
     /// The lease given, or the default shortened to a shorter TTL.

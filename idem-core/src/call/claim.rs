@@ -65,6 +65,10 @@ impl<P> Call<P> {
                     }
                     return Err(self.replayed(&fingerprint, &record, span));
                 }
+                Ok(ClaimOutcome::Expired {
+                    fingerprint,
+                    expired_ago,
+                }) => return Err(self.expired(&fingerprint, expired_ago, span)),
                 Ok(ClaimOutcome::InProgress {
                     fingerprint,
                     retry_after,
@@ -127,6 +131,26 @@ impl<P> Call<P> {
             scope: self.scope.to_string(),
             key: self.key.short(),
         }
+    }
+
+    /// Answers a late duplicate from a tombstone: the call completed, its
+    /// record is gone, and the body does not run again.
+    fn expired<T, E>(
+        &self,
+        fingerprint: &Fingerprint,
+        expired_ago: Duration,
+        span: &tracing::Span,
+    ) -> Ran<T, E> {
+        if !self.fingerprint.matches(fingerprint) {
+            return self.ended(span, Observed::Mismatch, Err(Failed::Idem(self.mismatch())));
+        }
+        tracing::debug!(scope = %self.scope, key = %self.key.short(), ?expired_ago, "idem: expired; tombstone found");
+        let err = Error::Expired {
+            scope: self.scope.to_string(),
+            key: self.key.short(),
+            expired_ago,
+        };
+        self.ended(span, Observed::Expired, Err(Failed::Idem(err)))
     }
 
     /// Answers a duplicate from a completed record, if its fingerprint

@@ -23,8 +23,7 @@ use crate::idempotency::Inner;
 use crate::key::{KeyPart, ScopeText};
 use crate::observe::Outcome as Observed;
 use crate::{
-    CallSite, Claim, Error, ErrorPolicy, Fingerprint, Idempotency, RecordKey, ReleaseErrors, Store,
-    Token,
+    CallSite, Error, ErrorPolicy, Fingerprint, Idempotency, RecordKey, ReleaseErrors, Store,
 };
 
 pub use body::Body;
@@ -64,6 +63,8 @@ pub struct Call<P = ReleaseErrors> {
     key: RecordKey,
     scope: ScopeText,
     ttl: Duration,
+    /// How long a tombstone stays after the TTL; `None`: none.
+    tombstone: Option<Duration>,
     /// `None`: the default, shortened to the TTL when that is shorter.
     lease: Option<Duration>,
     wait: Duration,
@@ -96,6 +97,7 @@ impl Call {
             key: record_key,
             scope: ScopeText::of(scope),
             ttl: DEFAULT_TTL,
+            tombstone: None,
             lease: None,
             wait: Duration::ZERO,
             fingerprint: Fingerprint::NONE,
@@ -387,12 +389,7 @@ impl<P> Call<P> {
             if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
                 return self.replayed(&hit.fingerprint, &hit.record, &span);
             }
-            let claim = Claim::new(
-                Token::random(),
-                self.fingerprint,
-                self.effective_lease(),
-                self.site.name(),
-            );
+            let claim = self.claim();
             let (finished, took_over) = match self
                 .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
                 .await

@@ -57,7 +57,7 @@ impl<P> Call<P> {
             let sent = Instant::now();
             let answer = guard
                 .store
-                .complete(&self.key, guard.token, &record, self.ttl)
+                .complete(&self.key, guard.token, &record, self.retention())
                 .await;
             self.site.store_op(Op::Complete, sent);
             let (outcome, err) = match answer {

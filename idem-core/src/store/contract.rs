@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Claim, ClaimOutcome, Fence, StepId, Token};
+use super::{Claim, ClaimOutcome, Fence, Retention, StepId, Token};
 use crate::error::StoreError;
 use crate::key::RecordKey;
 
@@ -24,7 +24,7 @@ use crate::key::RecordKey;
 /// ```
 /// use std::time::Duration;
 /// use idem::key::RecordKey;
-/// use idem::store::{async_trait, Claim, ClaimOutcome, Fence, Token};
+/// use idem::store::{async_trait, Claim, ClaimOutcome, Fence, Retention, Token};
 /// use idem::{Store, StoreError};
 ///
 /// /// A store that is always down: every call fails closed.
@@ -35,7 +35,7 @@ use crate::key::RecordKey;
 ///     async fn claim(&self, _: &RecordKey, _: &Claim) -> Result<ClaimOutcome, StoreError> {
 ///         Err(StoreError::new("down", "unreachable"))
 ///     }
-///     async fn complete(&self, _: &RecordKey, _: Token, _: &[u8], _: Duration) -> Result<Fence, StoreError> {
+///     async fn complete(&self, _: &RecordKey, _: Token, _: &[u8], _: Retention) -> Result<Fence, StoreError> {
 ///         Err(StoreError::new("down", "unreachable"))
 ///     }
 ///     async fn release(&self, _: &RecordKey, _: Token) -> Result<Fence, StoreError> {
@@ -52,17 +52,20 @@ use crate::key::RecordKey;
 #[async_trait::async_trait]
 pub trait Store: Send + Sync {
     /// Claims `key` atomically: wins it if free or expired (storing the
-    /// claim's token, fingerprint and lease), or reports the holder or the
-    /// completed record.
+    /// claim's token, fingerprint and lease), or reports the holder, the
+    /// completed record, or the tombstone of an expired one
+    /// ([`ClaimOutcome::Expired`]; a tombstone is not claimed over).
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError>;
 
-    /// Stores `record` for `ttl`, if `token` still holds the claim.
+    /// Stores `record` for `kept.ttl`, if `token` still holds the claim,
+    /// then, if `kept.tombstone` is set, a tombstone of the claim's
+    /// fingerprint (without the record) for that long more.
     async fn complete(
         &self,
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> Result<Fence, StoreError>;
 
     /// Deletes the in-progress claim, if `token` still holds it, so the next

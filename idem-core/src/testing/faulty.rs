@@ -164,10 +164,10 @@ impl Store for FaultyStore {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: crate::store::Retention,
     ) -> Result<Fence, StoreError> {
         self.before(Op::Complete).await?;
-        let answer = self.inner.complete(key, token, record, ttl).await;
+        let answer = self.inner.complete(key, token, record, kept).await;
         self.after(Op::Complete, answer)
     }
 

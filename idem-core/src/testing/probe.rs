@@ -106,7 +106,7 @@ impl Store for Refusing {
         _: &RecordKey,
         _: crate::Token,
         _: &[u8],
-        _: std::time::Duration,
+        _: crate::store::Retention,
     ) -> Result<crate::Fence, StoreError> {
         Err(refused())
     }

@@ -21,7 +21,8 @@ fn columns() -> String {
     format!(
         "`key`, site, CAST(TIMESTAMPDIFF(MICROSECOND, created_at, {NOW}) AS SIGNED), \
          CAST(TIMESTAMPDIFF(MICROSECOND, {NOW}, expires_at) AS SIGNED), \
-         CAST(record IS NULL AS SIGNED), CAST(COALESCE(LENGTH(record), 0) AS SIGNED), fingerprint"
+         CAST(record IS NULL AS SIGNED), CAST(COALESCE(LENGTH(record), 0) AS SIGNED), fingerprint, \
+         CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, {NOW}, tombstone_until), 0) AS SIGNED)"
     )
 }
 
@@ -128,8 +129,9 @@ impl Admin for MySqlStore {
         let text = format!(
             "SELECT CAST(COALESCE(SUM(record IS NULL AND expires_at > {NOW}), 0) AS SIGNED), \
              CAST(COALESCE(SUM(record IS NOT NULL AND expires_at > {NOW}), 0) AS SIGNED), \
-             CAST(COALESCE(SUM(expires_at <= {NOW}), 0) AS SIGNED), \
-             CAST(COALESCE(SUM(LENGTH(record)), 0) AS SIGNED) FROM {t}",
+             CAST(COALESCE(SUM(expires_at <= {NOW} AND COALESCE(tombstone_until <= {NOW}, TRUE)), 0) AS SIGNED), \
+             CAST(COALESCE(SUM(LENGTH(record)), 0) AS SIGNED), \
+             CAST(COALESCE(SUM(expires_at <= {NOW} AND tombstone_until > {NOW}), 0) AS SIGNED) FROM {t}",
             t = self.inner.sql.table
         );
         let rows = self.send::<Vec<MySqlRow>>(|_| sqlx::query(&text)).await?;

@@ -19,10 +19,18 @@ use super::statements::Sql;
 const MIGRATIONS: &[&str] = &[
     // 1: the records, the steps and the claim procedure.
     include_str!("migrations/0001_records.sql"),
+    // 2: tombstones: the end of a completed record's tombstone, and the
+    // claim procedure answers "expired" (outcome 4) for a record past its
+    // TTL whose tombstone stands, instead of claiming it.
+    include_str!("migrations/0002_tombstone.sql"),
 ];
 
 /// This release's schema version.
 pub(super) const CURRENT: i64 = MIGRATIONS.len() as i64;
+
+/// "Duplicate column name": a column a migration adds is there already (a
+/// run that stopped after it). MySQL has no `ADD COLUMN IF NOT EXISTS`.
+const DUPLICATE_COLUMN: u16 = 1060;
 
 /// How long a run waits for another replica's run to finish, in seconds.
 const LOCK_WAIT_SECS: i32 = 60;
@@ -70,7 +78,10 @@ async fn apply(sql: &Sql, conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
             continue;
         }
         for statement in render(sql, migration).split("\n//\n") {
-            sqlx::raw_sql(statement).execute(&mut *conn).await?;
+            match sqlx::raw_sql(statement).execute(&mut *conn).await {
+                Err(err) if error_number(&err) != Some(DUPLICATE_COLUMN) => return Err(err),
+                _ => {}
+            }
         }
         sqlx::query(&format!(
             "INSERT INTO {} (version, applied_at) VALUES (?, UTC_TIMESTAMP(6))",
@@ -81,6 +92,12 @@ async fn apply(sql: &Sql, conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
         .await?;
     }
     Ok(())
+}
+
+fn error_number(err: &sqlx::Error) -> Option<u16> {
+    err.as_database_error()
+        .and_then(|db| db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .map(|db| db.number())
 }
 
 /// Migration `step` with this table's names filled in.

@@ -42,6 +42,7 @@ fn read(rows: &[MySqlRow]) -> Result<ClaimOutcome, Failure> {
             Bytes::from(row.try_get::<Vec<u8>, _>(2)?),
             remaining(row)?,
         ),
+        statements::EXPIRED => ClaimOutcome::expired(fingerprint(row)?, remaining(row)?),
         other => return Err(format!("unknown claim outcome {other}").into()),
     })
 }

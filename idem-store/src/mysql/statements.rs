@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use idem_core::StoreError;
-use idem_core::store::Claim;
+use idem_core::store::{Claim, Retention};
 
 use super::{BACKEND, MyQuery, NOW, micros};
 
@@ -27,6 +27,7 @@ pub(super) const WON: i32 = 0;
 pub(super) const TOOK_OVER: i32 = 1;
 pub(super) const IN_PROGRESS: i32 = 2;
 pub(super) const COMPLETED: i32 = 3;
+pub(super) const EXPIRED: i32 = 4;
 
 /// Where the records live and the statements that use them.
 #[derive(Debug)]
@@ -53,6 +54,8 @@ pub(super) struct Sql {
     pub complete_locked: String,
     pub release_locked: String,
     pub purge: String,
+    /// Drops the value of records past their TTL whose tombstone stands.
+    pub compact: String,
     /// Whether anyone holds or completed a key: asked only after a fenced
     /// operation found no claim of ours, to tell a takeover from an expiry.
     pub live: String,
@@ -60,6 +63,14 @@ pub(super) struct Sql {
     /// Deletes the record under a key and its steps, whoever holds it.
     pub forget: String,
 }
+
+/// What a completion sets besides the record: its expiry and its
+/// tombstone's end (NULL for none), each bound as microseconds from now.
+const COMPLETED_UNTIL: &str = "expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, \
+     tombstone_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND";
+
+/// A row whose tombstone, if any, has passed.
+const NO_TOMBSTONE: &str = "(tombstone_until IS NULL OR tombstone_until <= UTC_TIMESTAMP(6))";
 
 /// The fence shared by complete, release and renew: the row is our
 /// unexpired claim. Binds the key, then the token.
@@ -87,18 +98,16 @@ impl Sql {
             steps_index: format!("`{table}_steps_exp`"),
             lock_name: format!("idem migrate {}.{table}", database.unwrap_or("")),
             claim: format!("CALL {}(?, ?, ?, ?, ?, ?)", name("_claim")),
-            complete: format!(
-                "UPDATE {t} SET record = ?, expires_at = {NOW} + INTERVAL ? MICROSECOND WHERE {HELD}"
-            ),
+            complete: format!("UPDATE {t} SET record = ?, {COMPLETED_UNTIL} WHERE {HELD}"),
             // Sent again after a lost connection: the first one may have
             // landed, and then the row holds our token and these bytes.
             complete_again: format!(
-                "UPDATE {t} SET record = ?, expires_at = {NOW} + INTERVAL ? MICROSECOND \
+                "UPDATE {t} SET record = ?, {COMPLETED_UNTIL} \
                  WHERE `key` = ? AND token = ? AND (record IS NULL AND expires_at > {NOW} OR record = ?)"
             ),
             release: format!("DELETE FROM {t} WHERE {HELD}"),
             complete_locked: format!(
-                "UPDATE {t} SET record = ?, expires_at = {NOW} + INTERVAL ? MICROSECOND \
+                "UPDATE {t} SET record = ?, {COMPLETED_UNTIL} \
                  WHERE `key` = ? AND token = ? AND record IS NULL"
             ),
             release_locked: format!(
@@ -107,8 +116,16 @@ impl Sql {
             renew: format!(
                 "UPDATE {t} SET expires_at = {NOW} + INTERVAL ? MICROSECOND WHERE {HELD}"
             ),
-            live: format!("SELECT COUNT(*) FROM {t} WHERE `key` = ? AND expires_at > {NOW}"),
-            purge: format!("DELETE FROM {t} WHERE expires_at <= {NOW} ORDER BY expires_at LIMIT ?"),
+            live: format!(
+                "SELECT COUNT(*) FROM {t} WHERE `key` = ? AND (expires_at > {NOW} OR tombstone_until > {NOW})"
+            ),
+            purge: format!(
+                "DELETE FROM {t} WHERE expires_at <= {NOW} AND {NO_TOMBSTONE} ORDER BY expires_at LIMIT ?"
+            ),
+            compact: format!(
+                "UPDATE {t} SET record = '' WHERE expires_at <= {NOW} AND tombstone_until > {NOW} \
+                 AND LENGTH(record) > 0 ORDER BY expires_at LIMIT ?"
+            ),
             // The call's steps go with it: a forgotten call must not resume.
             forget: format!(
                 "DELETE r, s FROM (SELECT ? AS k) AS x LEFT JOIN {t} AS r ON r.`key` = x.k \
@@ -166,7 +183,7 @@ impl Sql {
         key: &'q [u8],
         token: &'q [u8],
         record: &'q [u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> MyQuery<'q> {
         let text = match how {
             Completion::Held => &self.complete,
@@ -175,7 +192,8 @@ impl Sql {
         };
         let query = sqlx::query(text)
             .bind(record)
-            .bind(micros(ttl))
+            .bind(micros(kept.ttl))
+            .bind(kept.tombstone.map(|_| micros(kept.kept_for())))
             .bind(key)
             .bind(token);
         match how {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Token, async_trait};
+use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, Token, async_trait};
 use idem_core::{Call, Error, ErrorPolicy, Reported, Store, StoreError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -199,12 +199,12 @@ impl Store for TxStore<'_> {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> Result<Fence, StoreError> {
         let token = token.to_bytes();
         let query =
             self.sql
-                .complete_query(Completion::Locked, key.as_bytes(), &token, record, ttl);
+                .complete_query(Completion::Locked, key.as_bytes(), &token, record, kept);
         Ok(self.send::<Affected>(query).await?.fence())
     }
 

@@ -19,7 +19,8 @@ use super::statements::micros;
 const COLUMNS: &str = "key, site, \
     floor(extract(epoch FROM statement_timestamp() - created_at) * 1000000)::bigint, \
     floor(extract(epoch FROM expires_at - statement_timestamp()) * 1000000)::bigint, \
-    record IS NULL, coalesce(octet_length(record), 0)::bigint, fingerprint";
+    record IS NULL, coalesce(octet_length(record), 0)::bigint, fingerprint, \
+    floor(extract(epoch FROM tombstone_until - statement_timestamp()) * 1000000)::bigint";
 
 impl PostgresStore {
     /// Checks, changing nothing, that the store's table is set up at this
@@ -110,8 +111,11 @@ impl Admin for PostgresStore {
         let text = format!(
             "SELECT count(*) FILTER (WHERE record IS NULL AND expires_at > statement_timestamp()), \
              count(*) FILTER (WHERE record IS NOT NULL AND expires_at > statement_timestamp()), \
-             count(*) FILTER (WHERE expires_at <= statement_timestamp()), \
-             coalesce(sum(octet_length(record)), 0)::bigint FROM {t}",
+             count(*) FILTER (WHERE expires_at <= statement_timestamp() \
+                 AND (tombstone_until IS NULL OR tombstone_until <= statement_timestamp())), \
+             coalesce(sum(octet_length(record)), 0)::bigint, \
+             count(*) FILTER (WHERE expires_at <= statement_timestamp() \
+                 AND tombstone_until > statement_timestamp()) FROM {t}",
             t = self.inner.sql.table
         );
         let rows = self.send::<Vec<PgRow>>(|_| sqlx::query(&text)).await?;

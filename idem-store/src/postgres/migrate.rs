@@ -34,6 +34,10 @@ const MIGRATIONS: &[&str] = &[
     // by a statement that began after ours (we waited on its lock) read
     // more than a whole lease left (issue 37).
     include_str!("migrations/0004_remaining.sql"),
+    // 5: tombstones: the end of a completed record's tombstone, and the
+    // claim function answers "expired" (outcome 4) for a record past its
+    // TTL whose tombstone stands, instead of claiming it.
+    include_str!("migrations/0005_tombstone.sql"),
 ];
 
 /// Applies the migrations `conn`'s database lacks, in one transaction

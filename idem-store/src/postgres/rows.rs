@@ -34,10 +34,12 @@ fn read(row: &PgRow) -> Result<ClaimOutcome, Failure> {
             Bytes::from(row.try_get::<Vec<u8>, _>(2)?),
             remaining(row)?,
         ),
+        statements::EXPIRED => ClaimOutcome::expired(fingerprint(row)?, remaining(row)?),
         other => return Err(format!("unknown claim outcome {other}").into()),
     })
 }
 
+/// The time left (or, for a tombstone, since the record's TTL ran out).
 fn remaining(row: &PgRow) -> Result<Duration, sqlx::Error> {
     let us: i64 = row.try_get(3)?;
     Ok(Duration::from_micros(us.max(0) as u64))

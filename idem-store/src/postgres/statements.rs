@@ -14,7 +14,7 @@ use std::time::Duration;
 use idem_core::StoreError;
 
 use super::BACKEND;
-use idem_core::store::Claim;
+use idem_core::store::{Claim, Retention};
 use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
@@ -34,6 +34,7 @@ pub(super) const WON: i32 = 0;
 pub(super) const TOOK_OVER: i32 = 1;
 pub(super) const IN_PROGRESS: i32 = 2;
 pub(super) const COMPLETED: i32 = 3;
+pub(super) const EXPIRED: i32 = 4;
 
 /// Where the records live and the statements that use them.
 #[derive(Debug)]
@@ -55,6 +56,8 @@ pub(super) struct Sql {
     pub complete_locked: String,
     pub release_locked: String,
     pub purge: String,
+    /// Drops the value of records past their TTL whose tombstone stands.
+    pub compact: String,
     /// Whether anyone holds or completed a key: asked only after a fenced
     /// operation found no claim of ours, to tell a takeover from an expiry.
     pub live: String,
@@ -63,8 +66,16 @@ pub(super) struct Sql {
     pub forget: String,
 }
 
+/// A row whose tombstone, if any, has passed.
+const NO_TOMBSTONE: &str = "(tombstone_until IS NULL OR tombstone_until <= statement_timestamp())";
+
 /// The fence shared by complete, release and renew: the row is our
 /// unexpired claim.
+/// What a completion sets besides the record: its expiry (`$4` µs from
+/// now) and its tombstone's end (`$5` µs from now; NULL for none).
+const COMPLETED_UNTIL: &str = "expires_at = statement_timestamp() + $4 * interval '1 microsecond', \
+     tombstone_until = statement_timestamp() + $5 * interval '1 microsecond'";
+
 const HELD: &str =
     "key = $1 AND token = $2 AND record IS NULL AND expires_at > statement_timestamp()";
 
@@ -96,18 +107,16 @@ impl Sql {
                  FROM \"{schema}\".\"{table}_claim\"($1, $2, $3, $4, $5) \
                  LIMIT 1"
             ),
-            complete: format!(
-                "UPDATE {t} SET record = $3, expires_at = statement_timestamp() + $4 * interval '1 microsecond' WHERE {HELD}"
-            ),
+            complete: format!("UPDATE {t} SET record = $3, {COMPLETED_UNTIL} WHERE {HELD}"),
             // Sent again after a lost connection: the first one may have
             // landed, and then the row holds our token and these bytes.
             complete_again: format!(
-                "UPDATE {t} SET record = $3, expires_at = statement_timestamp() + $4 * interval '1 microsecond' \
+                "UPDATE {t} SET record = $3, {COMPLETED_UNTIL} \
                  WHERE key = $1 AND token = $2 AND (record IS NULL AND expires_at > statement_timestamp() OR record = $3)"
             ),
             release: format!("DELETE FROM {t} WHERE {HELD}"),
             complete_locked: format!(
-                "UPDATE {t} SET record = $3, expires_at = statement_timestamp() + $4 * interval '1 microsecond' \
+                "UPDATE {t} SET record = $3, {COMPLETED_UNTIL} \
                  WHERE key = $1 AND token = $2 AND record IS NULL"
             ),
             release_locked: format!(
@@ -117,11 +126,18 @@ impl Sql {
                 "UPDATE {t} SET expires_at = statement_timestamp() + $3 * interval '1 microsecond' WHERE {HELD}"
             ),
             live: format!(
-                "SELECT EXISTS (SELECT 1 FROM {t} WHERE key = $1 AND expires_at > statement_timestamp())"
+                "SELECT EXISTS (SELECT 1 FROM {t} WHERE key = $1 AND (expires_at > statement_timestamp() \
+                 OR tombstone_until > statement_timestamp()))"
             ),
             purge: format!(
                 "DELETE FROM {t} WHERE key IN (SELECT key FROM {t} WHERE expires_at <= statement_timestamp() \
-                 ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) AND expires_at <= statement_timestamp()"
+                 AND {NO_TOMBSTONE} ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+                 AND expires_at <= statement_timestamp() AND {NO_TOMBSTONE}"
+            ),
+            compact: format!(
+                "UPDATE {t} SET record = ''::bytea WHERE key IN (SELECT key FROM {t} WHERE expires_at <= statement_timestamp() \
+                 AND tombstone_until > statement_timestamp() AND length(record) > 0 \
+                 ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) AND expires_at <= statement_timestamp() AND length(record) > 0"
             ),
             steps: super::steps::StepsSql::new(schema, table, &t, HELD),
             // The call's steps go with it: a forgotten call must not resume.
@@ -175,13 +191,14 @@ impl Sql {
         key: &'q [u8],
         token: &'q [u8],
         record: &'q [u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> PgQuery<'q> {
         sqlx::query(text)
             .bind(key)
             .bind(token)
             .bind(record)
-            .bind(micros(ttl))
+            .bind(micros(kept.ttl))
+            .bind(kept.tombstone.map(|_| micros(kept.kept_for())))
     }
 
     pub(super) fn release_query<'q>(

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Token, async_trait};
+use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, Token, async_trait};
 use idem_core::{Call, Error, ErrorPolicy, Reported, Store, StoreError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -194,7 +194,7 @@ impl Store for TxStore<'_> {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> Result<Fence, StoreError> {
         let token = token.to_bytes();
         let query = self.sql.complete_query(
@@ -202,7 +202,7 @@ impl Store for TxStore<'_> {
             key.as_bytes(),
             &token,
             record,
-            ttl,
+            kept,
         );
         Ok(self.send::<Affected>(query).await?.fence())
     }

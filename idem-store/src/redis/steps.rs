@@ -32,21 +32,33 @@ impl RedisStore {
 /// `slot::prefix_crc(prefix)`: given, the prefix holds no `{`, so the tag
 /// is the tagged key's first hash tag and that key is in the tag's slot.
 fn steps_key(prefix: &[u8], prefix_crc: Option<slot::PrefixCrc>, key: &RecordKey) -> Vec<u8> {
+    side_key(prefix, prefix_crc, key, b's')
+}
+
+/// A key next to `key`'s record, in its slot, told apart by `letter`
+/// (`s` steps, `t` tombstone), built as [`steps_key`] describes.
+pub(super) fn side_key(
+    prefix: &[u8],
+    prefix_crc: Option<slot::PrefixCrc>,
+    key: &RecordKey,
+    letter: u8,
+) -> Vec<u8> {
     let hashed = key.as_bytes().as_slice();
     let slot = match prefix_crc {
         Some(crc) => slot::of_prefixed(crc, hashed),
         None => slot::of(&<[&[u8]]>::concat(&[prefix, hashed])),
     };
     let tag = slot::tag(slot);
-    let tagged = <[&[u8]]>::concat(&[prefix, b"s{", tag, b"}", hashed]);
+    let letter = &[letter][..];
+    let tagged = <[&[u8]]>::concat(&[prefix, letter, b"{", tag, b"}", hashed]);
     if prefix_crc.is_some() || slot::of(&tagged) == slot {
         return tagged;
     }
-    let plain = <[&[u8]]>::concat(&[prefix, b"s:", hashed]);
+    let plain = <[&[u8]]>::concat(&[prefix, letter, b":", hashed]);
     if slot::of(&plain) == slot {
         return plain;
     }
-    <[&[u8]]>::concat(&[b"{", tag, b"}", prefix, b"s:", hashed])
+    <[&[u8]]>::concat(&[b"{", tag, b"}", prefix, letter, b":", hashed])
 }
 
 /// The `HGETALL` answer of a won claim, as steps. Most won claims find

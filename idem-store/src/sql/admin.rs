@@ -16,7 +16,8 @@ fn micros_to(us: i64) -> Duration {
 }
 
 /// A record's row: key, site, age and time left in microseconds (by the
-/// server's clock), in progress, size, fingerprint, then the record's
+/// server's clock), in progress, size, fingerprint, the tombstone's time
+/// left in microseconds (NULL or not positive: none), then the record's
 /// bytes (NULL where not asked for).
 pub(crate) fn info<'r, R>(backend: &'static str, row: &'r R) -> Result<RecordInfo, StoreError>
 where
@@ -37,21 +38,28 @@ where
     let size: i64 = row.try_get(5).map_err(read)?;
     let fingerprint: Vec<u8> = row.try_get(6).map_err(read)?;
     let fingerprint: [u8; 32] = fingerprint.try_into().map_err(|_| corrupt("fingerprint"))?;
-    let record: Option<Vec<u8>> = row.try_get(7).map_err(read)?;
+    let tombstone_left: Option<i64> = row.try_get(7).map_err(read)?;
+    let tombstone_left = tombstone_left.unwrap_or(0);
+    let record: Option<Vec<u8>> = row.try_get(8).map_err(read)?;
+    let state = RecordState::of_row(left > 0, in_progress, tombstone_left > 0);
     let mut info = RecordInfo::new(
         RecordKey::from_bytes(key),
-        RecordState::of(left > 0, in_progress),
+        state,
         Fingerprint::from_bytes(fingerprint),
     );
     info.site = row.try_get(1).map_err(read)?;
     info.age = micros_to(age);
-    info.expires_in = (left > 0).then(|| micros_to(left));
+    info.expires_in = match state {
+        RecordState::Tombstone => Some(micros_to(tombstone_left)),
+        _ => (left > 0).then(|| micros_to(left)),
+    };
     info.size = size as usize;
     info.record = record.map(Bytes::from);
     Ok(info)
 }
 
-/// The count's row: in progress, completed, expired, stored bytes.
+/// The count's row: in progress, completed, expired, stored bytes,
+/// tombstones.
 pub(crate) fn stats<'r, R>(backend: &'static str, rows: &'r [R]) -> Result<Stats, StoreError>
 where
     R: Row,
@@ -72,5 +80,6 @@ where
     stats.completed = count(1)?;
     stats.expired = count(2)?;
     stats.bytes = count(3)?;
+    stats.tombstones = count(4)?;
     Ok(stats)
 }

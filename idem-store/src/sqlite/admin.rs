@@ -21,7 +21,8 @@ macro_rules! columns {
             now_ms!(),
             " - created_at, expires_at - ",
             now_ms!(),
-            ", record IS NULL, coalesce(length(record), 0), fingerprint"
+            ", record IS NULL, coalesce(length(record), 0), fingerprint, coalesce(tombstone_until, 0) - ",
+            now_ms!()
         )
     };
 }
@@ -44,7 +45,13 @@ const STATS: &str = concat!(
     now_ms!(),
     "), 0), coalesce(sum(expires_at <= ",
     now_ms!(),
-    "), 0), coalesce(sum(length(record)), 0) FROM idem_records"
+    " AND coalesce(tombstone_until, 0) <= ",
+    now_ms!(),
+    "), 0), coalesce(sum(length(record)), 0), coalesce(sum(expires_at <= ",
+    now_ms!(),
+    " AND tombstone_until > ",
+    now_ms!(),
+    "), 0) FROM idem_records"
 );
 
 fn millis(ms: i64) -> Duration {
@@ -60,8 +67,9 @@ fn info(row: &SqliteRow) -> Result<RecordInfo, StoreError> {
     let left: i64 = row.try_get(3).map_err(err)?;
     let in_progress: bool = row.try_get(4).map_err(err)?;
     let size: i64 = row.try_get(5).map_err(err)?;
-    let record: Option<Vec<u8>> = row.try_get(7).map_err(err)?;
-    let state = RecordState::of(left > 0, in_progress);
+    let tombstone_left: i64 = row.try_get(7).map_err(err)?;
+    let record: Option<Vec<u8>> = row.try_get(8).map_err(err)?;
+    let state = RecordState::of_row(left > 0, in_progress, tombstone_left > 0);
     let mut info = RecordInfo::new(
         RecordKey::from_bytes(key),
         state,
@@ -69,7 +77,10 @@ fn info(row: &SqliteRow) -> Result<RecordInfo, StoreError> {
     );
     info.site = row.try_get(1).map_err(err)?;
     info.age = millis(age);
-    info.expires_in = (left > 0).then(|| millis(left));
+    info.expires_in = match state {
+        RecordState::Tombstone => Some(millis(tombstone_left)),
+        _ => (left > 0).then(|| millis(left)),
+    };
     info.size = size as usize;
     info.record = record.map(Bytes::from);
     Ok(info)
@@ -116,6 +127,7 @@ impl Admin for SqliteStore {
         stats.completed = count(1)?;
         stats.expired = count(2)?;
         stats.bytes = count(3)?;
+        stats.tombstones = count(4)?;
         Ok(stats)
     }
 }

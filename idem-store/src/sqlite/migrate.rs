@@ -18,6 +18,9 @@ const STEPS: &[&str] = &[
     ),
     // 3: the steps of calls (recovery points).
     super::steps::MIGRATE,
+    // 4: the end of a completed record's tombstone (ms since the epoch),
+    // NULL for none.
+    "ALTER TABLE idem_records ADD COLUMN tombstone_until INTEGER;",
 ];
 
 pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::Error> {

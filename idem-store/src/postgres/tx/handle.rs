@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Token, async_trait};
+use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, Token, async_trait};
 use idem_core::{Idempotency, Store, StoreError};
 use sqlx::Postgres;
 use sqlx::postgres::PgConnection;
@@ -190,9 +190,9 @@ impl Store for OwnedTxStore {
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        kept: Retention,
     ) -> Result<Fence, StoreError> {
-        self.on_tx(async |store| store.complete(key, token, record, ttl).await)
+        self.on_tx(async |store| store.complete(key, token, record, kept).await)
             .await
     }
 

@@ -42,6 +42,7 @@ struct Client;
     ttl = "1h",
     lease = Duration::from_secs(10),
     wait = "100ms",
+    tombstone = "30d",
     store = IDEM,
     fingerprint = (req.tenant, req.amount),
     skip(client),
