@@ -3,8 +3,9 @@
 //! One string per record, under `prefix` + the 32 bytes of the hashed key:
 //! `P` + token (16 bytes) + fingerprint (32) while in progress, `C` +
 //! fingerprint (32) + TTL (8 bytes, milliseconds, big-endian) + record once
-//! completed. The key's `PX` is the lease or the TTL, so Redis's clock
-//! decides expiry and an expired claim simply vanishes. Every step touches
+//! completed. The key's `PX` is the lease plus `KEPT_AFTER_LEASE_MS` (a
+//! day) or the TTL, so Redis's clock decides expiry, and a lapsed claim
+//! stays to be taken over (`took_over`) instead of vanishing. Every step touches
 //! one key, so Redis Cluster routes it. A call's recovery points
 //! (`idem::step`) live in a hash of their own in the record's hash slot
 //! (see `steps.rs`): the claim's pipeline reads it, a save writes it.

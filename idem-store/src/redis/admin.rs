@@ -17,7 +17,9 @@ use idem_core::key::RecordKey;
 use idem_core::store::async_trait;
 use redis::{FromRedisValue, Value};
 
-use super::value::{CLAIM_AT, RECORD_AT, corrupt, fingerprint_at, remaining, ttl_at, unix_now};
+use super::value::{
+    CLAIM_AT, RECORD_AT, corrupt, fingerprint_at, lease_left, remaining, ttl_at, unix_now,
+};
 use super::{Conn, RedisStore};
 
 /// How much of a value a listing reads: a claim's fenced fields, its time
@@ -128,7 +130,12 @@ fn info(
     value: &[u8],
     whole: bool,
 ) -> Result<RecordInfo, StoreError> {
-    let left = remaining(pttl);
+    // An in-progress claim's key outlives its lease: what is left is the
+    // lease (zero once it lapsed, until the next claim takes it over).
+    let left = match value.first() {
+        Some(b'P') => lease_left(pttl),
+        _ => remaining(pttl),
+    };
     let (state, fingerprint, age, size, record) = match value.first() {
         Some(b'P') => (
             RecordState::InProgress,

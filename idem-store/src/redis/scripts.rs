@@ -9,7 +9,9 @@ use redis::Script;
 // this store did not keep: see `native.rs`);
 // the claim needs no comparison and is native (see `Store::claim` below).
 // Each answers 1 when the claim was ours, 0 when another caller holds or
-// completed the key, -1 when the key is gone (our claim expired).
+// completed the key, -1 when the key is gone or our claim's lease lapsed
+// (its key outlives the lease by 86400000 ms, `KEPT_AFTER_LEASE_MS`, so a
+// lapse is a `PTTL` at or below that).
 //
 // A completion is sent once more after a lost connection (ARGV[5] = '1'):
 // the first may have landed, and then the value is completed with exactly
@@ -19,6 +21,7 @@ pub(super) const COMPLETE: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  if redis.call('PTTL', KEYS[1]) <= 86400000 then return -1 end
   redis.call('SET', KEYS[1], 'C' .. string.sub(v, 18, 49) .. ARGV[4] .. ARGV[2], 'PX', ARGV[3])
   return 1
 end
@@ -32,6 +35,7 @@ pub(super) const RELEASE: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  if redis.call('PTTL', KEYS[1]) <= 86400000 then return -1 end
   redis.call('DEL', KEYS[1])
   return 1
 end
@@ -42,6 +46,7 @@ pub(super) const RENEW: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  if redis.call('PTTL', KEYS[1]) <= 86400000 then return -1 end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
@@ -55,6 +60,7 @@ pub(super) struct Scripts {
     pub(super) release: Script,
     pub(super) renew: Script,
     pub(super) save_step: Script,
+    pub(super) take_over: Script,
 }
 
 impl Scripts {
@@ -64,6 +70,7 @@ impl Scripts {
             release: Script::new(RELEASE),
             renew: Script::new(RENEW),
             save_step: Script::new(SAVE_STEP),
+            take_over: Script::new(TAKE_OVER),
         }
     }
 }
@@ -83,9 +90,46 @@ pub(super) const SAVE_STEP: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  local left = redis.call('PTTL', KEYS[1])
+  if left <= 86400000 then return -1 end
   redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  redis.call('PEXPIRE', KEYS[2], math.min(tonumber(ARGV[4]), left))
   return 1
 end
 return 0
 ";
+
+/// Takes over a claim whose lease lapsed (ARGV[1], the value the claim's
+/// pipeline found) with ours (ARGV[2], `PX` ARGV[3]), checking the lapse
+/// again by Redis's clock, and reads the steps its holder saved (KEYS[2]).
+/// Answers `{1, steps}` when taken over, `{2, steps}` when the key was
+/// free by then (a plain won claim), else `{0, PTTL, value}`: what the
+/// key holds now, read as the claim's pipeline reads it. Rare: only a
+/// claim that finds a lapsed one runs it.
+pub(super) const TAKE_OVER: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return {2, redis.call('HGETALL', KEYS[2])}
+end
+local left = redis.call('PTTL', KEYS[1])
+if v == ARGV[1] and left <= 86400000 then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return {1, redis.call('HGETALL', KEYS[2])}
+end
+return {0, left, v}
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::value::KEPT_AFTER_LEASE_MS;
+
+    #[test]
+    fn the_scripts_judge_a_lapse_by_the_kept_time() {
+        let kept = format!("<= {KEPT_AFTER_LEASE_MS} ");
+        for script in [COMPLETE, RELEASE, RENEW, SAVE_STEP, TAKE_OVER] {
+            assert!(script.contains(&kept), "{script}");
+        }
+    }
+}
