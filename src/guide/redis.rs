@@ -20,7 +20,11 @@
 //!   7.0 or later (or Valkey), the first to accept `NX` with `GET`.
 //!   `tests/round_trips.rs` counts the turns on the wire through a proxy:
 //!   fresh key 2, replay 1, in-progress answer 1, release 1, a local-cache
-//!   hit 0. The common hand-written pattern (GET, then SET NX, then SET)
+//!   hit 0. Commands per call (`INFO commandstats`, `tests/valkey.rs`):
+//!   fresh 3 (`PTTL`, `SET … NX GET`, the completion), replay 2. A claim
+//!   reads saved steps (`idem::step`) only where a released or lapsed
+//!   claim left them, by a script after its pipeline: that claim takes
+//!   two turns. The common hand-written pattern (GET, then SET NX, then SET)
 //!   takes three trips and races between them.
 //! - **Expiry by Redis.** The key's `PX` is the lease plus a day while the
 //!   call runs, and the TTL once it completes; the lease left is the `PTTL`

@@ -18,7 +18,7 @@ use idem_core::store::async_trait;
 use redis::{FromRedisValue, Value};
 
 use super::value::{
-    CLAIM_AT, RECORD_AT, corrupt, fingerprint_at, lease_left, remaining, ttl_at, unix_now,
+    CLAIM_AT, RECORD_AT, RELEASED, corrupt, fingerprint_at, lease_left, remaining, ttl_at, unix_now,
 };
 use super::{Conn, RedisStore};
 
@@ -87,7 +87,9 @@ impl RedisStore {
             let pttl: i64 = parse(pttl)?;
             let len: usize = parse(len)?;
             let head: Option<Vec<u8>> = parse(head)?;
-            let Some(head) = head.filter(|_| pttl != -2) else {
+            // A release's marker is no record (see `value::RELEASED`).
+            let Some(head) = head.filter(|head| pttl != -2 && head.first() != Some(&RELEASED))
+            else {
                 continue;
             };
             let hashed: [u8; 32] = key[self.prefix.len()..].try_into().expect("32 bytes");

@@ -1,10 +1,12 @@
-//! The claim: one pipeline of `PTTL`, `SET NX PX GET` and the steps'
-//! `HGETALL` (and `WAIT`, when replicas are awaited).
+//! The claim: one pipeline of `PTTL` and `SET NX PX GET` (and `WAIT`,
+//! when replicas are awaited); a script after it only for a key whose
+//! claim lapsed or was released with steps kept (`TAKE_OVER`).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use idem_core::StoreError;
+use idem_core::fingerprint::Fingerprint;
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome};
 use redis::RedisWrite;
@@ -42,62 +44,65 @@ impl RedisStore {
         // value read was written after the `PTTL` ran and lives at least
         // its own stored TTL from then. The lifetime reported is the
         // smaller of the two, never later than the store's expiry.
-        // The `HGETALL` after it reads the call's saved steps in the same
-        // turn: if the `SET` won, no one else can save steps in between.
+        // A free key has no saved steps (a step's hash expires no later
+        // than its claim's key, and a release that keeps steps leaves a
+        // marker in the key), so the steps are read only by the script
+        // that replaces a lapsed or released claim: a replay is two
+        // commands.
         let redis_key = self.redis_key(key);
-        let steps_key = self.steps_key(key);
         // With native compare-and-set the claim's value is kept, for the
         // fenced steps to compare (see `native.rs`).
         let mut kept = self.native.set_ifeq().then(Vec::new);
         let sent = Instant::now();
-        let mut pipe = redis::Pipeline::with_capacity(4);
+        let mut pipe = redis::Pipeline::with_capacity(3);
         pipe.add_command(command([b"PTTL".as_slice(), &redis_key]))
-            .add_command(set_nx_get(&redis_key, claim, unix_now(), kept.as_mut())?)
-            .add_command(command([b"HGETALL".as_slice(), &steps_key]));
-        let (found, saved) = if let Some(replicas) = &self.replicas {
+            .add_command(set_nx_get(&redis_key, claim, unix_now(), kept.as_mut())?);
+        let found = if let Some(replicas) = &self.replicas {
             replicas.append(&mut pipe);
-            let (pttl, held, saved, acks): (i64, Option<Vec<u8>>, redis::Value, u32) =
-                self.query(&pipe).await?;
+            let (pttl, held, acks): (i64, Option<Vec<u8>>, u32) = self.query(&pipe).await?;
             if held.is_none() {
                 replicas.check(acks, "claim")?;
             }
-            (claimed(pttl, held)?, saved)
+            claimed(pttl, held)?
         } else {
-            let (pttl, held, saved) = match self.query_raw(&pipe).await {
+            let (pttl, held) = match self.query_raw(&pipe).await {
                 Ok(answer) => answer,
-                Err(err) if refuses_writes(&err) => {
-                    let (pttl, held) = self.read_instead(&redis_key, err).await?;
-                    (pttl, held, redis::Value::Nil)
-                }
+                Err(err) if refuses_writes(&err) => self.read_instead(&redis_key, err).await?,
                 Err(err) => return Err(store_error(err)),
             };
-            (claimed(pttl, held)?, saved)
+            claimed(pttl, held)?
         };
         let outcome = match found {
-            Claimed::Outcome(outcome) => with_steps(outcome, saved)?,
-            Claimed::Lapsed(held) => {
+            Claimed::Outcome(outcome) => outcome,
+            Claimed::Replace(held) => {
                 let value = match &kept {
                     Some(value) => value.clone(),
                     None => claim_value(claim)?,
                 };
-                self.take_over([&redis_key, &steps_key], &held, &value, claim)
-                    .await?
+                let keys = [redis_key.as_slice(), &self.steps_key(key)];
+                self.take_over(keys, &held, &value, claim).await?
             }
         };
-        if let (Some(value), ClaimOutcome::Won { .. }) = (kept, &outcome) {
+        if let (Some(value), ClaimOutcome::Won { steps, .. }) = (kept, &outcome) {
             // A fenced step within the lease by this host's clock is
             // native, after it a script judges the lapse by Redis's.
             let live_until = live_until(sent, claim.lease);
-            let kept = Kept { value, live_until };
+            let stepped = !steps.is_empty();
+            let kept = Kept {
+                value,
+                live_until,
+                stepped,
+            };
             self.native.keep(*key, claim.token, kept);
         }
         Ok(outcome)
     }
 
-    /// Replaces a claim whose lease lapsed (`held`, as the claim's pipeline
-    /// found it) with ours, in one script that checks the lapse again
-    /// (`TAKE_OVER`): the holder vanished, so the won claim says it took
-    /// over. With replicas awaited, the `WAIT` follows in the same trip.
+    /// Replaces a claim whose lease lapsed, or a released claim's marker
+    /// (`held`, as the claim's pipeline found it), with ours, in one script
+    /// that checks it again and reads the steps (`TAKE_OVER`): a lapsed
+    /// holder vanished, so the won claim says it took over. With replicas
+    /// awaited, the `WAIT` follows in the same trip.
     async fn take_over(
         &self,
         keys: [&[u8]; 2],
@@ -205,10 +210,10 @@ fn taken_over(answer: redis::Value) -> Result<ClaimOutcome, StoreError> {
             let pttl: i64 = from_value(items.pop())?;
             match claimed(pttl, held)? {
                 Claimed::Outcome(outcome) => Ok(outcome),
-                // Another value that lapsed meanwhile: in progress, its
-                // lease over; the next claim takes it over.
-                Claimed::Lapsed(held) => Ok(ClaimOutcome::in_progress(
-                    fingerprint_at(&held, 17)?,
+                // Another value that lapsed or was released meanwhile: the
+                // next claim replaces it.
+                Claimed::Replace(held) => Ok(ClaimOutcome::in_progress(
+                    fingerprint_at(&held, 17).unwrap_or(Fingerprint::NONE),
                     Duration::ZERO,
                 )),
             }
@@ -220,17 +225,6 @@ fn taken_over(answer: redis::Value) -> Result<ClaimOutcome, StoreError> {
 fn from_value<T: redis::FromRedisValue>(value: Option<redis::Value>) -> Result<T, StoreError> {
     redis::from_redis_value(value.unwrap_or(redis::Value::Nil))
         .map_err(|err| StoreError::new("redis", err))
-}
-
-/// A won claim with the steps its pipeline read (the `HGETALL` answer,
-/// converted only for a won claim).
-fn with_steps(outcome: ClaimOutcome, saved: redis::Value) -> Result<ClaimOutcome, StoreError> {
-    match outcome {
-        ClaimOutcome::Won { took_over, .. } => {
-            Ok(ClaimOutcome::won(took_over, steps::parse(saved)?))
-        }
-        other => Ok(other),
-    }
 }
 
 #[cfg(test)]

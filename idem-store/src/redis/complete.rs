@@ -49,8 +49,10 @@ impl RedisStore {
         key: &RecordKey,
         token: Token,
     ) -> Result<Fence, StoreError> {
+        // A call with steps is released by script: it may leave a marker.
         if let Some(kept) = self.native.take(*key, token)
             && kept.live()
+            && !kept.stepped
             && let Some(delete) = self.native.delete()
         {
             match self.release_cas(key, &kept.value, delete).await {
@@ -62,8 +64,10 @@ impl RedisStore {
                 }
             }
         }
-        self.fenced(&self.scripts.release, key, &[&token.to_bytes()])
-            .await
+        let keys: [&[u8]; 2] = [&self.redis_key(key), &self.steps_key(key)];
+        let release = &self.scripts.release;
+        let answer = self.eval(release, &keys, &[&token.to_bytes()]).await;
+        Ok(fence(answer.map_err(store_error)?))
     }
 
     /// `Store::renew`.

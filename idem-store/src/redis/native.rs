@@ -50,6 +50,9 @@ pub(super) struct Native {
 pub(super) struct Kept {
     pub(super) value: Vec<u8>,
     pub(super) live_until: Instant,
+    /// The call has steps (found or saved): its release may leave a
+    /// marker, which only the script does.
+    pub(super) stepped: bool,
 }
 
 /// Until when a lease sent at `sent` is surely live by this host's clock:
@@ -131,6 +134,14 @@ impl Native {
             .get(&(key, token))
             .filter(|kept| kept.live())
             .map(|kept| kept.value.clone())
+    }
+
+    /// A kept claim's call saved a step.
+    pub(super) fn stepped(&self, key: RecordKey, token: Token) {
+        let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(kept) = claims.get_mut(&(key, token)) {
+            kept.stepped = true;
+        }
     }
 
     /// A kept claim was renewed: live until `live_until`.
@@ -245,6 +256,7 @@ mod tests {
         let kept = || Kept {
             value: vec![1],
             live_until: Instant::now() + Duration::from_secs(60),
+            stepped: false,
         };
         for n in 0..MAX_KEPT as u128 + 1 {
             native.keep(key, Token::from_u128(n), kept());
@@ -263,6 +275,7 @@ mod tests {
         let until = |at| Kept {
             value: vec![1],
             live_until: at,
+            stepped: false,
         };
         native.keep(key, live, until(now + Duration::from_secs(60)));
         native.keep(key, past, until(now));

@@ -31,12 +31,20 @@ end
 return 0
 ";
 
+/// A release deletes the claim, or, where the call saved steps (KEYS[2]),
+/// leaves `R` (`value::RELEASED`) for as long as the steps live: the next
+/// claim then knows to read them.
 pub(super) const RELEASE: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
   if redis.call('PTTL', KEYS[1]) <= 86400000 then return -1 end
-  redis.call('DEL', KEYS[1])
+  local steps = redis.call('PTTL', KEYS[2])
+  if steps > 0 then
+    redis.call('SET', KEYS[1], 'R', 'PX', steps)
+  else
+    redis.call('DEL', KEYS[1])
+  end
   return 1
 end
 return 0
@@ -99,25 +107,27 @@ end
 return 0
 ";
 
-/// Takes over a claim whose lease lapsed (ARGV[1], the value the claim's
-/// pipeline found) with ours (ARGV[2], `PX` ARGV[3]), checking the lapse
-/// again by Redis's clock, and reads the steps its holder saved (KEYS[2]).
-/// Answers `{1, steps}` when taken over, `{2, steps}` when the key was
-/// free by then (a plain won claim), else `{0, PTTL, value}`: what the
-/// key holds now, read as the claim's pipeline reads it. Rare: only a
-/// claim that finds a lapsed one runs it.
+/// Replaces a claim whose lease lapsed, or a released claim's `R`
+/// (ARGV[1], the value the claim's pipeline found), with ours (ARGV[2],
+/// `PX` ARGV[3]), checking it again by Redis's clock, and reads the steps
+/// saved under the key (KEYS[2]). Answers `{1, steps}` when a lapsed claim
+/// was taken over, `{2, steps}` when a released or free key was won, else
+/// `{0, PTTL, value}`: what the key holds now, read as the claim's
+/// pipeline reads it. Rare: only a claim that finds a lapsed or released
+/// one runs it.
 pub(super) const TAKE_OVER: &str = r"
 local v = redis.call('GET', KEYS[1])
-if not v then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  return {2, redis.call('HGETALL', KEYS[2])}
+if v then
+  local left = redis.call('PTTL', KEYS[1])
+  local kind = string.sub(v, 1, 1)
+  if v ~= ARGV[1] or kind == 'C' or (kind == 'P' and left > 86400000) then
+    return {0, left, v}
+  end
 end
-local left = redis.call('PTTL', KEYS[1])
-if v == ARGV[1] and left <= 86400000 then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  return {1, redis.call('HGETALL', KEYS[2])}
-end
-return {0, left, v}
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+local took = 2
+if v and string.sub(v, 1, 1) == 'P' then took = 1 end
+return {took, redis.call('HGETALL', KEYS[2])}
 ";
 
 #[cfg(test)]
@@ -127,9 +137,12 @@ mod tests {
 
     #[test]
     fn the_scripts_judge_a_lapse_by_the_kept_time() {
-        let kept = format!("<= {KEPT_AFTER_LEASE_MS} ");
-        for script in [COMPLETE, RELEASE, RENEW, SAVE_STEP, TAKE_OVER] {
-            assert!(script.contains(&kept), "{script}");
+        let within = format!("<= {KEPT_AFTER_LEASE_MS} ");
+        for script in [COMPLETE, RELEASE, RENEW, SAVE_STEP] {
+            assert!(script.contains(&within), "{script}");
         }
+        assert!(TAKE_OVER.contains(&format!("left > {KEPT_AFTER_LEASE_MS})")));
+        let released = char::from(crate::redis::value::RELEASED);
+        assert!(RELEASE.contains(&format!("'{released}'")));
     }
 }

@@ -72,9 +72,10 @@ pub(super) enum Claimed {
     /// The claim's outcome: won on a free key, a completed record, or
     /// another caller's live claim.
     Outcome(ClaimOutcome),
-    /// Another caller's claim whose lease lapsed (its value): the key is
-    /// taken over by a script that checks the lapse again (`TAKE_OVER`).
-    Lapsed(Vec<u8>),
+    /// Another caller's claim whose lease lapsed, or the marker a release
+    /// leaves where steps are kept (`RELEASED`): the value, which a script
+    /// replaces after checking it again (`TAKE_OVER`).
+    Replace(Vec<u8>),
 }
 
 /// What a claim's `SET … NX GET` answered: nothing (the claim is ours), a
@@ -92,10 +93,11 @@ pub(super) fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<Claimed, Store
         Some(b'P') if held.len() >= CLAIM_AT => {
             let left = lease_left(pttl);
             if left.is_zero() {
-                return Ok(Claimed::Lapsed(held));
+                return Ok(Claimed::Replace(held));
             }
             ClaimOutcome::in_progress(fingerprint_at(&held, 17)?, left)
         }
+        Some(&RELEASED) => return Ok(Claimed::Replace(held)),
         _ => return Err(corrupt("unknown state")),
     };
     Ok(Claimed::Outcome(outcome))
@@ -109,6 +111,11 @@ fn record_of(held: Vec<u8>) -> Bytes {
     record.advance(RECORD_AT);
     record
 }
+
+/// The value a release leaves where the call's steps are kept, expiring
+/// with them: a free key then has no steps, so a claim reads them only
+/// when it replaces a lapsed or released claim (see `scripts::RELEASE`).
+pub(super) const RELEASED: u8 = b'R';
 
 /// Where a claim's listing fields start: `P`, token, fingerprint.
 pub(super) const CLAIM_AT: usize = 1 + 16 + 32;
