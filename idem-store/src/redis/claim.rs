@@ -118,16 +118,7 @@ impl RedisStore {
             let answer = self.eval(take_over, &keys, &args).await;
             return taken_over(answer.map_err(store_error)?);
         };
-        let mut pipe = redis::pipe();
-        pipe.cmd("EVAL")
-            .arg(TAKE_OVER)
-            .arg(2)
-            .arg(keys[0])
-            .arg(keys[1]);
-        for arg in args {
-            pipe.arg(arg);
-        }
-        replicas.append(&mut pipe);
+        let pipe = replicas.eval_then_wait(TAKE_OVER, &keys, &args);
         let (answer, acks): (redis::Value, u32) = self.query(&pipe).await?;
         let outcome = taken_over(answer)?;
         if matches!(outcome, ClaimOutcome::Won { .. }) {

@@ -98,16 +98,7 @@ impl RedisStore {
                 self.eval(save, &keys, &args).await.map_err(store_error)?
             }
             Some(replicas) => {
-                let mut pipe = redis::pipe();
-                pipe.cmd("EVAL")
-                    .arg(SAVE_STEP)
-                    .arg(2)
-                    .arg(keys[0])
-                    .arg(keys[1]);
-                for arg in args {
-                    pipe.arg(arg);
-                }
-                replicas.append(&mut pipe);
+                let pipe = replicas.eval_then_wait(SAVE_STEP, &keys, &args);
                 let (held, acks): (i64, u32) = self.query(&pipe).await?;
                 if held == 1 {
                     replicas.check(acks, "step")?;
