@@ -1,0 +1,163 @@
+CREATE TABLE public.idem (
+    key         bytea PRIMARY KEY,
+    token       bytea NOT NULL,
+    fingerprint bytea NOT NULL,
+    record      bytea,
+    expires_at  timestamptz NOT NULL
+);
+COMMENT ON TABLE public.idem IS 'idem: idempotency records. record IS NULL while a claim is in progress.';
+CREATE INDEX idem_expires_at ON public.idem (expires_at);
+CREATE FUNCTION public.idem_claim(p_key bytea, p_token bytea, p_fingerprint bytea, p_lease_us bigint)
+RETURNS TABLE (o_outcome int, o_fingerprint bytea, o_record bytea, o_remaining_us bigint)
+LANGUAGE plpgsql VOLATILE AS $idem$
+DECLARE
+    ts timestamptz := statement_timestamp();
+    cur record;
+    took_over boolean;
+BEGIN
+    -- Each statement below takes a fresh snapshot (READ COMMITTED), so a
+    -- row committed by a racing claimer while we waited on its lock is
+    -- seen on the next turn of the loop.
+    FOR attempt IN 1..16 LOOP
+        SELECT r.token, r.fingerprint, r.record, r.expires_at INTO cur
+            FROM public.idem AS r WHERE r.key = p_key;
+        IF FOUND AND cur.expires_at > ts THEN
+            IF cur.record IS NULL AND cur.token = p_token THEN
+                -- Our own claim, sent again after a lost connection.
+                RETURN QUERY SELECT 0, NULL::bytea, NULL::bytea, NULL::bigint;
+            ELSE
+                RETURN QUERY SELECT CASE WHEN cur.record IS NULL THEN 2 ELSE 3 END,
+                    cur.fingerprint, cur.record,
+                    floor(extract(epoch FROM cur.expires_at - ts) * 1000000)::bigint;
+            END IF;
+            RETURN;
+        END IF;
+        took_over := FOUND AND cur.record IS NULL;
+        INSERT INTO public.idem AS r (key, token, fingerprint, record, expires_at)
+            VALUES (p_key, p_token, p_fingerprint, NULL, ts + p_lease_us * interval '1 microsecond')
+            ON CONFLICT (key) DO UPDATE
+                SET token = EXCLUDED.token, fingerprint = EXCLUDED.fingerprint,
+                    record = NULL, expires_at = EXCLUDED.expires_at
+                WHERE r.expires_at <= ts;
+        IF FOUND THEN
+            RETURN QUERY SELECT CASE WHEN took_over THEN 1 ELSE 0 END,
+                NULL::bytea, NULL::bytea, NULL::bigint;
+            RETURN;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'idem: the claim on % did not settle', encode(p_key, 'hex')
+        USING ERRCODE = '40001';
+END
+$idem$;
+;
+CREATE TABLE public.idem_steps (
+    call       bytea NOT NULL,
+    step       bytea NOT NULL,
+    value      bytea NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (call, step)
+);
+COMMENT ON TABLE public.idem_steps IS 'idem: the finished steps (recovery points) of calls, kept across a release of the claim.';
+CREATE INDEX idem_steps_expires_at ON public.idem_steps (expires_at);
+CREATE FUNCTION public.idem_steps_of(p_key bytea) RETURNS bytea[]
+LANGUAGE plpgsql VOLATILE AS $idem$
+BEGIN
+    RETURN (SELECT array_agg(s.step || s.value) FROM public.idem_steps AS s
+            WHERE s.call = p_key AND s.expires_at > statement_timestamp());
+END
+$idem$;
+;
+ALTER TABLE public.idem ADD COLUMN site text, ADD COLUMN created_at timestamptz;
+CREATE FUNCTION public.idem_claim(p_key bytea, p_token bytea, p_fingerprint bytea, p_lease_us bigint, p_site text)
+RETURNS TABLE (o_outcome int, o_fingerprint bytea, o_record bytea, o_remaining_us bigint)
+LANGUAGE plpgsql VOLATILE AS $idem$
+DECLARE
+    ts timestamptz := statement_timestamp();
+    cur record;
+    took_over boolean;
+BEGIN
+    -- Each statement below takes a fresh snapshot (READ COMMITTED), so a
+    -- row committed by a racing claimer while we waited on its lock is
+    -- seen on the next turn of the loop.
+    FOR attempt IN 1..16 LOOP
+        SELECT r.token, r.fingerprint, r.record, r.expires_at INTO cur
+            FROM public.idem AS r WHERE r.key = p_key;
+        IF FOUND AND cur.expires_at > ts THEN
+            IF cur.record IS NULL AND cur.token = p_token THEN
+                -- Our own claim, sent again after a lost connection.
+                RETURN QUERY SELECT 0, NULL::bytea, NULL::bytea, NULL::bigint;
+            ELSE
+                RETURN QUERY SELECT CASE WHEN cur.record IS NULL THEN 2 ELSE 3 END,
+                    cur.fingerprint, cur.record,
+                    floor(extract(epoch FROM cur.expires_at - ts) * 1000000)::bigint;
+            END IF;
+            RETURN;
+        END IF;
+        took_over := FOUND AND cur.record IS NULL;
+        INSERT INTO public.idem AS r (key, token, fingerprint, record, expires_at, site, created_at)
+            VALUES (p_key, p_token, p_fingerprint, NULL, ts + p_lease_us * interval '1 microsecond', p_site, ts)
+            ON CONFLICT (key) DO UPDATE
+                SET token = EXCLUDED.token, fingerprint = EXCLUDED.fingerprint,
+                    record = NULL, expires_at = EXCLUDED.expires_at,
+                    site = EXCLUDED.site, created_at = EXCLUDED.created_at
+                WHERE r.expires_at <= ts;
+        IF FOUND THEN
+            RETURN QUERY SELECT CASE WHEN took_over THEN 1 ELSE 0 END,
+                NULL::bytea, NULL::bytea, NULL::bigint;
+            RETURN;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'idem: the claim on % did not settle', encode(p_key, 'hex')
+        USING ERRCODE = '40001';
+END
+$idem$;
+;
+CREATE OR REPLACE FUNCTION public.idem_claim(p_key bytea, p_token bytea, p_fingerprint bytea, p_lease_us bigint, p_site text)
+RETURNS TABLE (o_outcome int, o_fingerprint bytea, o_record bytea, o_remaining_us bigint)
+LANGUAGE plpgsql VOLATILE AS $idem$
+DECLARE
+    ts timestamptz := statement_timestamp();
+    cur record;
+    took_over boolean;
+BEGIN
+    -- Each statement below takes a fresh snapshot (READ COMMITTED), so a
+    -- row committed by a racing claimer while we waited on its lock is
+    -- seen on the next turn of the loop.
+    FOR attempt IN 1..16 LOOP
+        SELECT r.token, r.fingerprint, r.record, r.expires_at INTO cur
+            FROM public.idem AS r WHERE r.key = p_key;
+        IF FOUND AND cur.expires_at > ts THEN
+            IF cur.record IS NULL AND cur.token = p_token THEN
+                -- Our own claim, sent again after a lost connection.
+                RETURN QUERY SELECT 0, NULL::bytea, NULL::bytea, NULL::bigint;
+            ELSE
+                RETURN QUERY SELECT CASE WHEN cur.record IS NULL THEN 2 ELSE 3 END,
+                    cur.fingerprint, cur.record,
+                    -- By the clock now, not `ts`: the row may have been
+                    -- written by a statement that began after ours (we
+                    -- waited on its lock), and `expires_at - ts` would
+                    -- then be more than its whole lease. Now is after
+                    -- our read, so after the writer's commit and start.
+                    floor(extract(epoch FROM cur.expires_at - clock_timestamp()) * 1000000)::bigint;
+            END IF;
+            RETURN;
+        END IF;
+        took_over := FOUND AND cur.record IS NULL;
+        INSERT INTO public.idem AS r (key, token, fingerprint, record, expires_at, site, created_at)
+            VALUES (p_key, p_token, p_fingerprint, NULL, ts + p_lease_us * interval '1 microsecond', p_site, ts)
+            ON CONFLICT (key) DO UPDATE
+                SET token = EXCLUDED.token, fingerprint = EXCLUDED.fingerprint,
+                    record = NULL, expires_at = EXCLUDED.expires_at,
+                    site = EXCLUDED.site, created_at = EXCLUDED.created_at
+                WHERE r.expires_at <= ts;
+        IF FOUND THEN
+            RETURN QUERY SELECT CASE WHEN took_over THEN 1 ELSE 0 END,
+                NULL::bytea, NULL::bytea, NULL::bigint;
+            RETURN;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'idem: the claim on % did not settle', encode(p_key, 'hex')
+        USING ERRCODE = '40001';
+END
+$idem$;
+;
