@@ -52,7 +52,10 @@ pub use builder::RedisStoreBuilder;
 /// after a failed connection) completion, renewal and release are native
 /// commands instead (`SET … IFEQ … GET`, `DELIFEQ` or `DELEX`), with the
 /// same fencing; saving a step stays a script. A replayed duplicate is
-/// one round trip. Expiry is Redis's own `PX`. The connection is one
+/// one round trip of two commands. Expiry is Redis's own `PX`; a claim's
+/// key outlives its lease by a day, so a claim that finds a lapsed one
+/// takes it over (by a script, one more trip, only then) and reports
+/// `took_over`. The connection is one
 /// multiplexed, reconnecting connection (`ConnectionManager`, or the
 /// cluster client); an unreachable Redis answers within the response
 /// timeout with `Error::Store`, and calls succeed again once it is back.
