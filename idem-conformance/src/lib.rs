@@ -67,8 +67,8 @@ pub use support::{Counter, SharedStore, new_claim, scope};
 /// `suite!(make)` runs every case; `suite!(make; case, case, …)` the named
 /// ones of [`cases`]; `suite!(make; without_takeover)` every case but the
 /// three that need a store to report `ClaimOutcome::Won::took_over` (for a
-/// store that cannot tell a lapsed claim from a free key yet, such as
-/// `RedisStore`). See the [crate docs](crate) for an example.
+/// store of your own that cannot tell a lapsed claim from a free key yet).
+/// See the [crate docs](crate) for an example.
 #[macro_export]
 macro_rules! suite {
     ($make:expr $(,)?) => {

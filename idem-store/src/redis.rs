@@ -3,8 +3,9 @@
 //! One string per record, under `prefix` + the 32 bytes of the hashed key:
 //! `P` + token (16 bytes) + fingerprint (32) while in progress, `C` +
 //! fingerprint (32) + TTL (8 bytes, milliseconds, big-endian) + record once
-//! completed. The key's `PX` is the lease or the TTL, so Redis's clock
-//! decides expiry and an expired claim simply vanishes. Every step touches
+//! completed. The key's `PX` is the lease plus `KEPT_AFTER_LEASE_MS` (a
+//! day) or the TTL, so Redis's clock decides expiry, and a lapsed claim
+//! stays to be taken over (`took_over`) instead of vanishing. Every step touches
 //! one key, so Redis Cluster routes it. A call's recovery points
 //! (`idem::step`) live in a hash of their own in the record's hash slot
 //! (see `steps.rs`): the claim's pipeline reads it, a save writes it. A
@@ -56,7 +57,11 @@ pub use builder::RedisStoreBuilder;
 /// tombstone ([`Call::tombstone`](idem_core::Call::tombstone)) claims and
 /// completes by script instead, still one round trip each: the tombstone
 /// is a small key of its own beside the record (136 bytes, see
-/// BENCHMARKS.md). A replayed duplicate is one round trip. Expiry is Redis's own `PX`. The connection is one
+/// BENCHMARKS.md). A replayed duplicate is one round trip of two
+/// commands. Expiry is Redis's own `PX`; a claim's key outlives its lease
+/// by a day, so a claim that finds a lapsed one takes it over (by a
+/// script, one more trip, only then) and reports `took_over`. The
+/// connection is one
 /// multiplexed, reconnecting connection (`ConnectionManager`, or the
 /// cluster client); an unreachable Redis answers within the response
 /// timeout with `Error::Store`, and calls succeed again once it is back.
@@ -147,9 +152,6 @@ impl RedisStore {
 #[async_trait]
 impl Store for RedisStore {
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        if claim.tombstone {
-            return self.claim_tombstoned(key, claim).await;
-        }
         self.claim_key(key, claim).await
     }
 

@@ -14,8 +14,8 @@
 //!   payment is booked exactly once across all kills, and the reconcile
 //!   answered `Some` at least once per kill in the window.
 //!
-//! Both on a SQLite file and on PostgreSQL, stores that report a takeover
-//! (`ClaimOutcome::Won::took_over`), the four runs side by side. The
+//! On a SQLite file, PostgreSQL and Redis (each reports a takeover,
+//! `ClaimOutcome::Won::took_over`), the six runs side by side. The
 //! worker is this test binary, run as `chaos_worker` with
 //! `IDEM_RECONCILE_CHAOS_WORKER` set; like a queue consumer, it delivers a
 //! payment again when its own lease ran out under load (`LeaseLost`).
@@ -30,6 +30,8 @@ mod pg_server;
 mod provider;
 #[path = "support/queue_worker.rs"]
 mod queue_worker;
+#[path = "support/redis_server.rs"]
+mod redis_server;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -37,7 +39,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use idem::{Idempotency, PostgresStore, SqliteStore, idempotent};
+use idem::{Idempotency, PostgresStore, RedisStore, SqliteStore, idempotent};
 use provider::{Charge, ChargeRequest, Client, Provider};
 use queue_worker::Process;
 use serde::{Deserialize, Serialize};
@@ -121,6 +123,7 @@ async fn booked(
 enum StoreSpec {
     Sqlite(PathBuf),
     Postgres { url: String, schema: String },
+    Redis { url: String, prefix: String },
 }
 
 impl StoreSpec {
@@ -134,6 +137,14 @@ impl StoreSpec {
                     .await
                     .unwrap();
                 store.migrate().await.unwrap();
+                Idempotency::new(store)
+            }
+            StoreSpec::Redis { url, prefix } => {
+                let store = RedisStore::builder()
+                    .prefix(prefix)
+                    .connect(url)
+                    .await
+                    .unwrap();
                 Idempotency::new(store)
             }
         }
@@ -360,15 +371,22 @@ async fn replay(store: &StoreSpec, provider: &Provider, reconcile: bool) {
     assert_eq!(provider.charges().len(), charges.len(), "a replay booked");
 }
 
-/// A chaos run on a fresh store of `kind` (`sqlite` or `postgres`),
-/// removed afterwards.
+/// A chaos run on a fresh store of `kind` (`sqlite`, `postgres` or
+/// `redis`: a prefix of its own), removed afterwards.
 async fn run(kind: &'static str, reconcile: bool) -> Report {
     let name = if reconcile {
         "chaos_rec"
     } else {
         "chaos_plain"
     };
-    let store = if kind == "sqlite" {
+    let store = if kind == "redis" {
+        let url = redis_server::url().await;
+        let prefix = format!(
+            "{name}-{:x}:",
+            idem::store::Token::random().to_u128() as u32
+        );
+        StoreSpec::Redis { url, prefix }
+    } else if kind == "sqlite" {
         let dir = std::env::temp_dir().join(format!(
             "idem-{name}-{}-{:x}",
             std::process::id(),
@@ -401,6 +419,22 @@ async fn remove(store: &StoreSpec) {
                 .execute(&mut conn)
                 .await
                 .unwrap();
+        }
+        StoreSpec::Redis { url, prefix } => {
+            let client = redis::Client::open(url.as_str()).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+                .arg(format!("{prefix}*"))
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            if !keys.is_empty() {
+                let _: () = redis::cmd("DEL")
+                    .arg(keys)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+            }
         }
     }
 }
@@ -440,18 +474,22 @@ fn assert_booked_once(report: &Report) {
     assert!(report.lookups_found >= 3, "{report:?}");
 }
 
-/// The four runs side by side: SQLite and PostgreSQL, without and with
-/// reconcile.
+/// The six runs side by side: SQLite, PostgreSQL and Redis, without and
+/// with reconcile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn takeovers_book_twice_without_reconcile_and_once_with_it() {
-    let (sqlite, sqlite_reconciled, postgres, postgres_reconciled) = tokio::join!(
+    let (sqlite, sqlite_reconciled, postgres, postgres_reconciled, redis, redis_reconciled) = tokio::join!(
         run("sqlite", false),
         run("sqlite", true),
         run("postgres", false),
         run("postgres", true),
+        run("redis", false),
+        run("redis", true),
     );
-    assert_booked_twice(&sqlite);
-    assert_booked_twice(&postgres);
-    assert_booked_once(&sqlite_reconciled);
-    assert_booked_once(&postgres_reconciled);
+    for plain in [&sqlite, &postgres, &redis] {
+        assert_booked_twice(plain);
+    }
+    for reconciled in [&sqlite_reconciled, &postgres_reconciled, &redis_reconciled] {
+        assert_booked_once(reconciled);
+    }
 }

@@ -16,35 +16,9 @@ async fn store() -> RedisStore {
         .expect("connect to Redis")
 }
 
-// Every case but the three that need `took_over`, which the Redis store
-// cannot report yet (below, ignored with the reason).
-idem_conformance::suite!(async { Idempotency::new(store().await) }; without_takeover);
-
-// Why the takeover cases are ignored on Redis (a defect found by them,
-// not fixed yet): an in-progress claim is `SET … NX PX lease`, so when
-// its holder vanishes the key itself expires with the lease, and the next
-// claim finds a free key: nothing in Redis says a holder vanished, so
-// `ClaimOutcome::Won::took_over` is always `false` and a reconcile is
-// never asked. Fixing it needs the claim to outlive its lease (a longer
-// `PX` with the lease judged in a script, or a marker key written only by
-// the winner), which changes every fenced script.
-macro_rules! ignored_on_redis {
-    ($($case:ident),+) => {$(
-        #[test]
-        #[ignore = "RedisStore never reports took_over: a lapsed claim's key expires with its lease (issue 36)"]
-        fn $case() {
-            idem_conformance::__run(async {
-                idem_conformance::cases::$case(Idempotency::new(store().await)).await
-            });
-        }
-    )+};
-}
-
-ignored_on_redis!(
-    a_takeover_reconciles_once_and_skips_the_body,
-    a_reconcile_that_finds_nothing_runs_the_body,
-    takeover_is_reported_only_for_a_lapsed_claim
-);
+// Every case, the takeover ones included: a lapsed claim's key outlives
+// its lease, so the next claim is told it took over.
+idem_conformance::suite!(async { Idempotency::new(store().await) });
 
 async fn raw() -> redis::aio::MultiplexedConnection {
     let client = redis::Client::open(redis_server::url().await).unwrap();

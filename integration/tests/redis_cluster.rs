@@ -15,15 +15,14 @@ async fn nodes() -> Vec<String> {
     cluster::nodes(PrivateRedis::start).await
 }
 
-// Every case but the three that need `took_over`, which the Redis store
-// cannot report yet (see `tests/redis.rs`).
+// Every case, the takeover ones included.
 idem_conformance::suite!(async {
     let store = RedisStore::builder()
         .connect_cluster(nodes().await)
         .await
         .expect("connect to the cluster");
     Idempotency::new(store)
-}; without_takeover);
+});
 
 #[tokio::test]
 async fn records_spread_over_every_master() {

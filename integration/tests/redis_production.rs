@@ -121,8 +121,8 @@ async fn with_a_replica_claims_and_completions_are_acknowledged() {
     assert_eq!(first.unwrap(), 1);
     let replay: Result<u8, Error> = idem.call("s", "k").run(|| async { Ok(2) }).await;
     assert_eq!(replay.unwrap(), 1);
-    // A saved step is acknowledged too; the call's released error deletes
-    // its claim, not its step.
+    // A saved step is acknowledged too; the call's released error keeps
+    // its step, and a marker in its record key while the step lives.
     let stepped: Result<u8, Error> = idem
         .call("s", "stepped")
         .run(|| async {
@@ -132,7 +132,7 @@ async fn with_a_replica_claims_and_completions_are_acknowledged() {
         .await;
     assert!(matches!(stepped, Err(Error::NotConfigured)), "{stepped:?}");
 
-    // The completed record and the step are on the replica.
+    // The completed record, the step and the marker are on the replica.
     let client = redis::Client::open(replica.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
@@ -140,7 +140,7 @@ async fn with_a_replica_claims_and_completions_are_acknowledged() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert_eq!(keys.len(), 2, "the record and the steps hash");
+    assert_eq!(keys.len(), 3, "the record, the steps hash and the marker");
 }
 
 /// After a reconnect the server may be another one: the policy is read

@@ -22,14 +22,14 @@ async fn nodes() -> Vec<String> {
     cluster::nodes(valkey_server::start).await
 }
 
-// Without the takeover cases, as on Redis (tests/redis.rs says why).
+// Every case, the takeover ones included.
 idem_conformance::suite!(async {
     let store = RedisStore::builder()
         .connect_cluster(nodes().await)
         .await
         .expect("connect to the cluster");
     Idempotency::new(store)
-}; without_takeover);
+});
 
 #[tokio::test]
 async fn records_spread_over_every_master() {

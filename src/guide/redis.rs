@@ -20,12 +20,21 @@
 //!   7.0 or later (or Valkey), the first to accept `NX` with `GET`.
 //!   `tests/round_trips.rs` counts the turns on the wire through a proxy:
 //!   fresh key 2, replay 1, in-progress answer 1, release 1, a local-cache
-//!   hit 0. The common hand-written pattern (GET, then SET NX, then SET)
+//!   hit 0. Commands per call (`INFO commandstats`, `tests/valkey.rs`):
+//!   fresh 3 (`PTTL`, `SET … NX GET`, the completion), replay 2. A claim
+//!   reads saved steps (`idem::step`) only where a released or lapsed
+//!   claim left them, by a script after its pipeline: that claim takes
+//!   two turns. The common hand-written pattern (GET, then SET NX, then SET)
 //!   takes three trips and races between them.
-//! - **Expiry by Redis.** The key's `PX` is the lease while the call runs and
-//!   the TTL once it completes; the application hosts' clocks play no part.
-//!   An expired claim simply disappears, so in Redis a takeover is reported as
-//!   a plain win.
+//! - **Expiry by Redis.** The key's `PX` is the lease plus a day while the
+//!   call runs, and the TTL once it completes; the lease left is the `PTTL`
+//!   less that day, so Redis's clock judges it. A claim whose holder vanished
+//!   stays a day after its lease, so the next claim takes it over (by a
+//!   script that checks the lapse again, one more trip, only then) and says
+//!   so (`took_over`: a `reconcile` is asked). The fenced steps refuse a
+//!   lapsed claim as expired; with native compare-and-set they are native
+//!   while the lease is surely live by the host's clock (from before the
+//!   claim was sent, less 3%) and scripts after it.
 //! - **Fenced.** Completion, release and renewal check the claim's 128-bit
 //!   token inside their script; a holder whose lease expired and was taken over
 //!   gets `Error::LeaseLost` and cannot overwrite.

@@ -73,10 +73,9 @@
 //! resumes after the steps the holder finished; a step interrupted mid-way
 //! has no reconcile of its own, so a call whose risky effect is a step should
 //! answer for that effect in its call-level reconcile. The store must tell a
-//! takeover from a free key (`ClaimOutcome::Won::took_over`): memory, SQLite
-//! and PostgreSQL do; **Redis does not yet** (a claim's key expires with its
-//! lease, so a vanished holder leaves no trace and a reconcile is never
-//! asked there).
+//! takeover from a free key (`ClaimOutcome::Won::took_over`): every store
+//! does; on Redis a vanished holder's claim stays a day after its lease
+//! (a retry later than that runs as a fresh call, without a reconcile).
 //!
 //! # Tombstones
 //!

@@ -304,8 +304,6 @@ pub async fn step_fencing_at_the_store(idem: Idempotency) {
     );
     tokio::time::sleep(lease * 2).await;
     let second = new_claim(Fingerprint::NONE, lease * 10);
-    // (Redis cannot tell a takeover from a fresh claim: an expired claim
-    // vanishes.)
     let ClaimOutcome::Won { steps, .. } = store.claim(&key, &second).await.unwrap() else {
         panic!("the expired claim was not taken over")
     };

@@ -16,7 +16,9 @@ use idem_core::key::RecordKey;
 use idem_core::store::async_trait;
 use redis::{FromRedisValue, Value};
 
-use super::value::{CLAIM_AT, RECORD_AT, corrupt, fingerprint_at, remaining, ttl_at, unix_now};
+use super::value::{
+    CLAIM_AT, RECORD_AT, RELEASED, corrupt, fingerprint_at, lease_left, remaining, ttl_at, unix_now,
+};
 use super::{Conn, RedisStore};
 
 /// How much of a value a listing reads: a claim's fenced fields, its time
@@ -84,7 +86,9 @@ impl RedisStore {
             let pttl: i64 = parse(pttl)?;
             let len: usize = parse(len)?;
             let head: Option<Vec<u8>> = parse(head)?;
-            let Some(head) = head.filter(|_| pttl != -2) else {
+            // A release's marker is no record (see `value::RELEASED`).
+            let Some(head) = head.filter(|head| pttl != -2 && head.first() != Some(&RELEASED))
+            else {
                 continue;
             };
             let hashed: [u8; 32] = key[self.prefix.len()..].try_into().expect("32 bytes");
@@ -127,7 +131,12 @@ fn info(
     value: &[u8],
     whole: bool,
 ) -> Result<RecordInfo, StoreError> {
-    let left = remaining(pttl);
+    // An in-progress claim's key outlives its lease: what is left is the
+    // lease (zero once it lapsed, until the next claim takes it over).
+    let left = match value.first() {
+        Some(b'P') => lease_left(pttl),
+        _ => remaining(pttl),
+    };
     let (state, fingerprint, age, size, record) = match value.first() {
         Some(b'P') => (
             RecordState::InProgress,

@@ -13,7 +13,7 @@ use idem_core::store::Fence;
 use super::RedisStore;
 use super::conn::{command, store_error};
 use super::native::{Delete, fence_of, not_understood};
-use super::value::millis;
+use super::value::{claim_px, millis};
 
 impl RedisStore {
     /// `SET key completed IFEQ claim PX ttl GET`, sent once more after a
@@ -63,7 +63,8 @@ impl RedisStore {
     }
 
     /// `SET key claim IFEQ claim PX lease GET`: the same value, a new
-    /// expiry, only while the claim is ours.
+    /// expiry (the lease and the time the key outlives it), only while the
+    /// claim is ours.
     pub(super) async fn renew_cas(
         &self,
         key: &RecordKey,
@@ -71,7 +72,7 @@ impl RedisStore {
         lease: Duration,
     ) -> Result<Option<Fence>, StoreError> {
         let mut digits = itoa::Buffer::new();
-        let px = digits.format(millis(lease)).as_bytes();
+        let px = digits.format(claim_px(lease)).as_bytes();
         let redis_key = self.redis_key(key);
         let parts: [&[u8]; 8] = [b"SET", &redis_key, claim, b"IFEQ", claim, b"PX", px, b"GET"];
         let found = understood(self.send_cmd::<Option<Vec<u8>>>(&command(parts)).await)?;

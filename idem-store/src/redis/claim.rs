@@ -1,18 +1,26 @@
-//! The claim: one pipeline of `PTTL`, `SET NX PX GET` and the steps'
-//! `HGETALL` (and `WAIT`, when replicas are awaited).
+//! The claim: one pipeline of `PTTL` and `SET NX PX GET` (and `WAIT`,
+//! when replicas are awaited); a script after it only for a key whose
+//! claim lapsed or was released with steps kept (`TAKE_OVER`).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use idem_core::StoreError;
+use idem_core::fingerprint::Fingerprint;
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome};
 use redis::RedisWrite;
 
 use super::RedisStore;
 use super::conn::{command, refuses_writes, store_error};
+use super::native::{Kept, live_until};
+use super::scripts::TAKE_OVER;
 use super::steps;
-use super::value::{claim_value_len, claimed, millis, unix_now, write_claim_value};
+use super::tombstone;
+use super::value::{
+    Claimed, claim_px, claim_value_len, claimed, corrupt, fingerprint_at, unix_now,
+    write_claim_value,
+};
 
 impl RedisStore {
     /// `Store::claim`.
@@ -37,49 +45,117 @@ impl RedisStore {
         // value read was written after the `PTTL` ran and lives at least
         // its own stored TTL from then. The lifetime reported is the
         // smaller of the two, never later than the store's expiry.
-        // The `HGETALL` after it reads the call's saved steps in the same
-        // turn: if the `SET` won, no one else can save steps in between.
+        // A free key has no saved steps (a step's hash expires no later
+        // than its claim's key, and a release that keeps steps leaves a
+        // marker in the key), so the steps are read only by the script
+        // that replaces a lapsed or released claim: a replay is two
+        // commands.
         let redis_key = self.redis_key(key);
-        let steps_key = self.steps_key(key);
         // With native compare-and-set the claim's value is kept, for the
         // fenced operations to compare (see `native.rs`).
         let mut kept = self.native.set_ifeq().then(Vec::new);
-        let mut pipe = redis::Pipeline::with_capacity(4);
-        pipe.add_command(command([b"PTTL".as_slice(), &redis_key]))
-            .add_command(set_nx_get(&redis_key, claim, unix_now(), kept.as_mut())?)
-            .add_command(command([b"HGETALL".as_slice(), &steps_key]));
-        if let Some(replicas) = &self.replicas {
+        let sent = Instant::now();
+        let mut pipe = redis::Pipeline::with_capacity(3);
+        if claim.tombstone {
+            let value = claim_value(claim)?;
+            if let Some(kept) = kept.as_mut() {
+                kept.clone_from(&value);
+            }
+            pipe.add_command(tombstone::claim(
+                &redis_key,
+                &self.tombstone_key(key),
+                &value,
+                claim,
+            ));
+        } else {
+            pipe.add_command(command([b"PTTL".as_slice(), &redis_key]))
+                .add_command(set_nx_get(&redis_key, claim, unix_now(), kept.as_mut())?);
+        }
+        let found = if let Some(replicas) = &self.replicas {
             replicas.append(&mut pipe);
-            let (pttl, held, saved, acks): (i64, Option<Vec<u8>>, redis::Value, u32) =
-                self.query(&pipe).await?;
+            let (pttl, held, acks): (i64, Option<Vec<u8>>, u32) = self
+                .claim_replies(&pipe, claim.tombstone)
+                .await
+                .map_err(store_error)?;
             if held.is_none() {
                 replicas.check(acks, "claim")?;
             }
-            return self.kept(key, claim, kept, with_steps(claimed(pttl, held), saved));
-        }
-        let (pttl, held, saved) = match self.query_raw(&pipe).await {
-            Ok(answer) => answer,
-            Err(err) if refuses_writes(&err) => {
-                let (pttl, held) = self.read_instead(&redis_key, err).await?;
-                (pttl, held, redis::Value::Nil)
-            }
-            Err(err) => return Err(store_error(err)),
+            claimed(pttl, held)?
+        } else {
+            let (pttl, held) = match self.claim_replies(&pipe, claim.tombstone).await {
+                Ok(answer) => answer,
+                Err(err) if refuses_writes(&err) => self.read_instead(&redis_key, err).await?,
+                Err(err) => return Err(store_error(err)),
+            };
+            claimed(pttl, held)?
         };
-        self.kept(key, claim, kept, with_steps(claimed(pttl, held), saved))
+        let outcome = match found {
+            Claimed::Outcome(outcome) => outcome,
+            Claimed::Replace(held) => {
+                let value = match &kept {
+                    Some(value) => value.clone(),
+                    None => claim_value(claim)?,
+                };
+                let keys = [redis_key.as_slice(), &self.steps_key(key)];
+                self.take_over(keys, &held, &value, claim).await?
+            }
+        };
+        if let (Some(value), ClaimOutcome::Won { steps, .. }) = (kept, &outcome) {
+            // A fenced step within the lease by this host's clock is
+            // native, after it a script judges the lapse by Redis's.
+            let live_until = live_until(sent, claim.lease);
+            let stepped = !steps.is_empty();
+            let kept = Kept {
+                value,
+                live_until,
+                stepped,
+            };
+            self.native.keep(*key, claim.token, kept);
+        }
+        Ok(outcome)
     }
 
-    /// Keeps the value of a won claim, when it was kept for native steps.
-    fn kept(
+    /// Replaces a claim whose lease lapsed, or a released claim's marker
+    /// (`held`, as the claim's pipeline found it), with ours, in one script
+    /// that checks it again and reads the steps (`TAKE_OVER`): a lapsed
+    /// holder vanished, so the won claim says it took over. With replicas
+    /// awaited, the `WAIT` follows in the same trip.
+    async fn take_over(
         &self,
-        key: &RecordKey,
+        keys: [&[u8]; 2],
+        held: &[u8],
+        value: &[u8],
         claim: &Claim,
-        value: Option<Vec<u8>>,
-        outcome: Result<ClaimOutcome, StoreError>,
     ) -> Result<ClaimOutcome, StoreError> {
-        if let (Some(value), Ok(ClaimOutcome::Won { .. })) = (value, &outcome) {
-            self.native.keep(*key, claim.token, value);
+        let mut digits = itoa::Buffer::new();
+        let px = digits.format(claim_px(claim.lease)).as_bytes();
+        let args: [&[u8]; 3] = [held, value, px];
+        let Some(replicas) = &self.replicas else {
+            let take_over = &self.scripts.take_over;
+            let answer = self.eval(take_over, &keys, &args).await;
+            return taken_over(answer.map_err(store_error)?);
+        };
+        let pipe = replicas.eval_then_wait(TAKE_OVER, &keys, &args);
+        let (answer, acks): (redis::Value, u32) = self.query(&pipe).await?;
+        let outcome = taken_over(answer)?;
+        if matches!(outcome, ClaimOutcome::Won { .. }) {
+            replicas.check(acks, "claim")?;
         }
-        outcome
+        Ok(outcome)
+    }
+
+    /// The claim pipeline's replies: a tombstoned claim's script answers
+    /// its two as one array (`tombstone::CLAIM`), spread here.
+    async fn claim_replies<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+        tombstoned: bool,
+    ) -> redis::RedisResult<T> {
+        if !tombstoned {
+            return self.query_raw(pipe).await;
+        }
+        let answer: Vec<redis::Value> = self.query_raw(pipe).await?;
+        tombstone::spread(answer)
     }
 
     /// The claim on a server that refuses writes (at `maxmemory` with
@@ -123,22 +199,54 @@ fn set_nx_get(
         None => write_claim_value(&mut set.writer_for_next_arg(), claim, now),
     };
     written.map_err(|err| StoreError::new("redis", err))?;
-    set.arg("NX").arg("PX").arg(millis(claim.lease)).arg("GET");
+    set.arg("NX")
+        .arg("PX")
+        .arg(claim_px(claim.lease))
+        .arg("GET");
     Ok(set)
 }
 
-/// A won claim with the steps its pipeline read (the `HGETALL` answer,
-/// converted only for a won claim).
-fn with_steps(
-    outcome: Result<ClaimOutcome, StoreError>,
-    saved: redis::Value,
-) -> Result<ClaimOutcome, StoreError> {
-    match outcome? {
-        ClaimOutcome::Won { took_over, .. } => {
+/// A claim's value, written apart (for a takeover by script when the
+/// claim's pipeline wrote it in place).
+fn claim_value(claim: &Claim) -> Result<Vec<u8>, StoreError> {
+    let mut value = Vec::with_capacity(claim_value_len(claim));
+    write_claim_value(&mut value, claim, unix_now())
+        .map_err(|err| StoreError::new("redis", err))?;
+    Ok(value)
+}
+
+/// A `TAKE_OVER` answer as the claim's outcome: `{1, steps}` taken over,
+/// `{2, steps}` won on a free key, `{0, PTTL, value}` what holds it now.
+fn taken_over(answer: redis::Value) -> Result<ClaimOutcome, StoreError> {
+    let redis::Value::Array(mut items) = answer else {
+        return Err(corrupt("a takeover answered no list"));
+    };
+    match (items.first(), items.len()) {
+        (Some(redis::Value::Int(won @ (1 | 2))), 2) => {
+            let took_over = *won == 1;
+            let saved = items.pop().unwrap_or(redis::Value::Nil);
             Ok(ClaimOutcome::won(took_over, steps::parse(saved)?))
         }
-        other => Ok(other),
+        (Some(redis::Value::Int(0)), 3) => {
+            let held: Option<Vec<u8>> = from_value(items.pop())?;
+            let pttl: i64 = from_value(items.pop())?;
+            match claimed(pttl, held)? {
+                Claimed::Outcome(outcome) => Ok(outcome),
+                // Another value that lapsed or was released meanwhile: the
+                // next claim replaces it.
+                Claimed::Replace(held) => Ok(ClaimOutcome::in_progress(
+                    fingerprint_at(&held, 17).unwrap_or(Fingerprint::NONE),
+                    Duration::ZERO,
+                )),
+            }
+        }
+        _ => Err(corrupt("a takeover answered an unknown list")),
     }
+}
+
+fn from_value<T: redis::FromRedisValue>(value: Option<redis::Value>) -> Result<T, StoreError> {
+    redis::from_redis_value(value.unwrap_or(redis::Value::Nil))
+        .map_err(|err| StoreError::new("redis", err))
 }
 
 #[cfg(test)]
@@ -168,7 +276,7 @@ mod tests {
             .arg(&value)
             .arg("NX")
             .arg("PX")
-            .arg(30_000u64)
+            .arg(30_000u64 + crate::redis::value::KEPT_AFTER_LEASE_MS)
             .arg("GET");
         let built = set_nx_get(b"idem:key", &claim, now, None).expect("a command");
         assert_eq!(built.get_packed_command(), plain.get_packed_command());

@@ -4,7 +4,7 @@
 //! `native.rs`).
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use idem_core::StoreError;
 use idem_core::key::RecordKey;
@@ -13,8 +13,9 @@ use redis::Script;
 
 use super::RedisStore;
 use super::conn::store_error;
+use super::native::live_until;
 use super::scripts::{COMPLETE, fence};
-use super::value::millis;
+use super::value::{claim_px, millis};
 
 impl RedisStore {
     /// `Store::complete`.
@@ -25,15 +26,16 @@ impl RedisStore {
         record: &[u8],
         ttl: Duration,
     ) -> Result<Fence, StoreError> {
-        if let Some(claim) = self.native.take(*key, token)
+        if let Some(kept) = self.native.take(*key, token)
+            && kept.live()
             && self.native.set_ifeq()
         {
-            match self.complete_cas(key, &claim, record, ttl).await {
+            match self.complete_cas(key, &kept.value, record, ttl).await {
                 Ok(Some(fence)) => return Ok(fence),
                 Ok(None) => self.refused_native(),
                 Err(err) => {
                     // The caller may complete again: keep the value.
-                    self.native.keep(*key, token, claim);
+                    self.native.keep(*key, token, kept);
                     return Err(err);
                 }
             }
@@ -47,20 +49,25 @@ impl RedisStore {
         key: &RecordKey,
         token: Token,
     ) -> Result<Fence, StoreError> {
-        if let Some(claim) = self.native.take(*key, token)
+        // A call with steps is released by script: it may leave a marker.
+        if let Some(kept) = self.native.take(*key, token)
+            && kept.live()
+            && !kept.stepped
             && let Some(delete) = self.native.delete()
         {
-            match self.release_cas(key, &claim, delete).await {
+            match self.release_cas(key, &kept.value, delete).await {
                 Ok(Some(fence)) => return Ok(fence),
                 Ok(None) => self.refused_native(),
                 Err(err) => {
-                    self.native.keep(*key, token, claim);
+                    self.native.keep(*key, token, kept);
                     return Err(err);
                 }
             }
         }
-        self.fenced(&self.scripts.release, key, &[&token.to_bytes()])
-            .await
+        let keys: [&[u8]; 2] = [&self.redis_key(key), &self.steps_key(key)];
+        let release = &self.scripts.release;
+        let answer = self.eval(release, &keys, &[&token.to_bytes()]).await;
+        Ok(fence(answer.map_err(store_error)?))
     }
 
     /// `Store::renew`.
@@ -71,15 +78,20 @@ impl RedisStore {
         lease: Duration,
     ) -> Result<Fence, StoreError> {
         if self.native.set_ifeq()
-            && let Some(claim) = self.native.with(*key, token, <[u8]>::to_vec)
+            && let Some(claim) = self.native.live(*key, token)
         {
+            let sent = Instant::now();
             match self.renew_cas(key, &claim, lease).await? {
+                Some(Fence::Held) => {
+                    self.native.renewed(*key, token, live_until(sent, lease));
+                    return Ok(Fence::Held);
+                }
                 Some(fence) => return Ok(fence),
                 None => self.refused_native(),
             }
         }
         let mut digits = itoa::Buffer::new();
-        let px = digits.format(millis(lease)).as_bytes();
+        let px = digits.format(claim_px(lease)).as_bytes();
         let args: [&[u8]; 2] = [&token.to_bytes(), px];
         self.fenced(&self.scripts.renew, key, &args).await
     }

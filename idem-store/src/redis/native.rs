@@ -6,12 +6,19 @@
 //! The whole value is compared, and it holds more than the token (the
 //! fingerprint, the claim's time, the call site), so the store keeps the
 //! value of each claim it won until the claim is completed or released
-//! ([`Claims`]). An operation whose claim value is not kept (a claim won by
+//! ([`Kept`]). An operation whose claim value is not kept (a claim won by
 //! another `RedisStore`, or before the server was detected) runs the
 //! script, with the same fencing.
+//!
+//! A claim's key outlives its lease (see `value::KEPT_AFTER_LEASE_MS`), so
+//! a native step, which cannot read the time, is sent only while the
+//! lease is surely live by this host's clock (`Kept::live`); later, the
+//! script judges the lapse by Redis's. Fencing never rests on that clock:
+//! a claim taken over has another value, which `IFEQ` refuses.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 
 use foldhash::HashMap;
 use idem_core::key::RecordKey;
@@ -34,7 +41,32 @@ const MAX_KEPT: usize = 1 << 16;
 #[derive(Default)]
 pub(super) struct Native {
     commands: AtomicU8,
-    claims: Mutex<HashMap<(RecordKey, Token), Vec<u8>>>,
+    claims: Mutex<HashMap<(RecordKey, Token), Kept>>,
+}
+
+/// The value of a claim this store won, and until when its lease is
+/// surely live: the instant before the claim (or its latest renewal) was
+/// sent, plus the lease, less a margin for clocks ticking at other rates.
+pub(super) struct Kept {
+    pub(super) value: Vec<u8>,
+    pub(super) live_until: Instant,
+    /// The call has steps (found or saved): its release may leave a
+    /// marker, which only the script does.
+    pub(super) stepped: bool,
+}
+
+/// Until when a lease sent at `sent` is surely live by this host's clock:
+/// Redis starts it later than `sent`, and a clock ticking up to 3% faster
+/// than Redis's still ends it first.
+pub(super) fn live_until(sent: Instant, lease: Duration) -> Instant {
+    sent + lease - lease / 32
+}
+
+impl Kept {
+    /// Whether the lease is surely live now, so a native step may be sent.
+    pub(super) fn live(&self) -> bool {
+        Instant::now() < self.live_until
+    }
 }
 
 /// How a native fenced operation releases a claim.
@@ -80,29 +112,44 @@ impl Native {
     }
 
     /// Keeps the value of a claim this store won.
-    pub(super) fn keep(&self, key: RecordKey, token: Token, value: Vec<u8>) {
+    pub(super) fn keep(&self, key: RecordKey, token: Token, kept: Kept) {
         let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
         if claims.len() >= MAX_KEPT {
             claims.clear();
         }
-        claims.insert((key, token), value);
+        claims.insert((key, token), kept);
     }
 
     /// The kept value of a claim, no longer kept.
-    pub(super) fn take(&self, key: RecordKey, token: Token) -> Option<Vec<u8>> {
+    pub(super) fn take(&self, key: RecordKey, token: Token) -> Option<Kept> {
         let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
         claims.remove(&(key, token))
     }
 
-    /// `f` of the kept value of a claim, which stays kept.
-    pub(super) fn with<R>(
-        &self,
-        key: RecordKey,
-        token: Token,
-        f: impl FnOnce(&[u8]) -> R,
-    ) -> Option<R> {
+    /// The kept value of a claim whose lease is surely live, which stays
+    /// kept.
+    pub(super) fn live(&self, key: RecordKey, token: Token) -> Option<Vec<u8>> {
         let claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
-        claims.get(&(key, token)).map(|value| f(value))
+        claims
+            .get(&(key, token))
+            .filter(|kept| kept.live())
+            .map(|kept| kept.value.clone())
+    }
+
+    /// A kept claim's call saved a step.
+    pub(super) fn stepped(&self, key: RecordKey, token: Token) {
+        let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(kept) = claims.get_mut(&(key, token)) {
+            kept.stepped = true;
+        }
+    }
+
+    /// A kept claim was renewed: live until `live_until`.
+    pub(super) fn renewed(&self, key: RecordKey, token: Token, live_until: Instant) {
+        let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(kept) = claims.get_mut(&(key, token)) {
+            kept.live_until = live_until;
+        }
     }
 }
 
@@ -206,13 +253,35 @@ mod tests {
     fn a_full_map_starts_over() {
         let native = Native::default();
         let key = RecordKey::new("s", "k");
+        let kept = || Kept {
+            value: vec![1],
+            live_until: Instant::now() + Duration::from_secs(60),
+            stepped: false,
+        };
         for n in 0..MAX_KEPT as u128 + 1 {
-            native.keep(key, Token::from_u128(n), vec![1]);
+            native.keep(key, Token::from_u128(n), kept());
         }
-        assert_eq!(native.take(key, Token::from_u128(0)), None);
-        assert_eq!(
-            native.take(key, Token::from_u128(MAX_KEPT as u128)),
-            Some(vec![1])
-        );
+        assert!(native.take(key, Token::from_u128(0)).is_none());
+        let last = native.take(key, Token::from_u128(MAX_KEPT as u128));
+        assert_eq!(last.map(|kept| kept.value), Some(vec![1]));
+    }
+
+    #[test]
+    fn a_lease_past_its_end_is_not_live() {
+        let native = Native::default();
+        let key = RecordKey::new("s", "k");
+        let (live, past) = (Token::from_u128(1), Token::from_u128(2));
+        let now = Instant::now();
+        let until = |at| Kept {
+            value: vec![1],
+            live_until: at,
+            stepped: false,
+        };
+        native.keep(key, live, until(now + Duration::from_secs(60)));
+        native.keep(key, past, until(now));
+        assert_eq!(native.live(key, live), Some(vec![1]));
+        assert_eq!(native.live(key, past), None);
+        native.renewed(key, past, now + Duration::from_secs(60));
+        assert_eq!(native.live(key, past), Some(vec![1]));
     }
 }

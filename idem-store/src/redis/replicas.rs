@@ -22,6 +22,23 @@ impl Replicas {
         pipe.cmd("WAIT").arg(self.count).arg(millis);
     }
 
+    /// `EVAL script` on `keys` and `args`, then `WAIT`, in one pipeline (the
+    /// script's text: the pipeline could not load a missing one).
+    pub(super) fn eval_then_wait(
+        &self,
+        script: &str,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> redis::Pipeline {
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVAL").arg(script).arg(keys.len());
+        for arg in keys.iter().chain(args) {
+            pipe.arg(arg);
+        }
+        self.append(&mut pipe);
+        pipe
+    }
+
     /// Fails closed when too few replicas acknowledged `what`.
     pub(super) fn check(&self, acknowledged: u32, what: &str) -> Result<(), StoreError> {
         if acknowledged >= self.count {

@@ -9,7 +9,9 @@ use redis::Script;
 // this store did not keep: see `native.rs`);
 // the claim needs no comparison and is native (see `Store::claim` below).
 // Each answers 1 when the claim was ours, 0 when another caller holds or
-// completed the key, -1 when the key is gone (our claim expired).
+// completed the key, -1 when the key is gone or our claim's lease lapsed
+// (its key outlives the lease by 86400000 ms, `KEPT_AFTER_LEASE_MS`, so a
+// lapse is a `PTTL` at or below that).
 //
 // A completion is sent once more after a lost connection (ARGV[5] = '1'):
 // the first may have landed, and then the value is completed with exactly
@@ -19,6 +21,7 @@ pub(super) const COMPLETE: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  if redis.call('PTTL', KEYS[1]) <= 86400000 then return -1 end
   redis.call('SET', KEYS[1], 'C' .. string.sub(v, 18, 49) .. ARGV[4] .. ARGV[2], 'PX', ARGV[3])
   return 1
 end
@@ -28,11 +31,20 @@ end
 return 0
 ";
 
+/// A release deletes the claim, or, where the call saved steps (KEYS[2]),
+/// leaves `R` (`value::RELEASED`) for as long as the steps live: the next
+/// claim then knows to read them.
 pub(super) const RELEASE: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
-  redis.call('DEL', KEYS[1])
+  if redis.call('PTTL', KEYS[1]) <= 86400000 then return -1 end
+  local steps = redis.call('PTTL', KEYS[2])
+  if steps > 0 then
+    redis.call('SET', KEYS[1], 'R', 'PX', steps)
+  else
+    redis.call('DEL', KEYS[1])
+  end
   return 1
 end
 return 0
@@ -42,6 +54,7 @@ pub(super) const RENEW: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  if redis.call('PTTL', KEYS[1]) <= 86400000 then return -1 end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
@@ -55,6 +68,7 @@ pub(super) struct Scripts {
     pub(super) release: Script,
     pub(super) renew: Script,
     pub(super) save_step: Script,
+    pub(super) take_over: Script,
 }
 
 impl Scripts {
@@ -64,6 +78,7 @@ impl Scripts {
             release: Script::new(RELEASE),
             renew: Script::new(RENEW),
             save_step: Script::new(SAVE_STEP),
+            take_over: Script::new(TAKE_OVER),
         }
     }
 }
@@ -83,9 +98,51 @@ pub(super) const SAVE_STEP: &str = r"
 local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  local left = redis.call('PTTL', KEYS[1])
+  if left <= 86400000 then return -1 end
   redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  redis.call('PEXPIRE', KEYS[2], math.min(tonumber(ARGV[4]), left))
   return 1
 end
 return 0
 ";
+
+/// Replaces a claim whose lease lapsed, or a released claim's `R`
+/// (ARGV[1], the value the claim's pipeline found), with ours (ARGV[2],
+/// `PX` ARGV[3]), checking it again by Redis's clock, and reads the steps
+/// saved under the key (KEYS[2]). Answers `{1, steps}` when a lapsed claim
+/// was taken over, `{2, steps}` when a released or free key was won, else
+/// `{0, PTTL, value}`: what the key holds now, read as the claim's
+/// pipeline reads it. Rare: only a claim that finds a lapsed or released
+/// one runs it.
+pub(super) const TAKE_OVER: &str = r"
+local v = redis.call('GET', KEYS[1])
+if v then
+  local left = redis.call('PTTL', KEYS[1])
+  local kind = string.sub(v, 1, 1)
+  if v ~= ARGV[1] or kind == 'C' or (kind == 'P' and left > 86400000) then
+    return {0, left, v}
+  end
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+local took = 2
+if v and string.sub(v, 1, 1) == 'P' then took = 1 end
+return {took, redis.call('HGETALL', KEYS[2])}
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::value::KEPT_AFTER_LEASE_MS;
+
+    #[test]
+    fn the_scripts_judge_a_lapse_by_the_kept_time() {
+        let within = format!("<= {KEPT_AFTER_LEASE_MS} ");
+        for script in [COMPLETE, RELEASE, RENEW, SAVE_STEP] {
+            assert!(script.contains(&within), "{script}");
+        }
+        assert!(TAKE_OVER.contains(&format!("left > {KEPT_AFTER_LEASE_MS})")));
+        let released = char::from(crate::redis::value::RELEASED);
+        assert!(RELEASE.contains(&format!("'{released}'")));
+    }
+}

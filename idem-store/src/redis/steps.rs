@@ -1,6 +1,9 @@
 //! The finished steps of calls (`idem::step`): one hash per call, field =
 //! step id, value = the step's bytes, expiring as a whole `ttl` after its
-//! latest save. A release deletes the record's key, not its steps.
+//! latest save, and no later than its claim's key. A release keeps the
+//! steps and leaves a marker in the record's key while they live
+//! (`value::RELEASED`): a claim reads them only when it replaces a lapsed
+//! or released claim, never on a free key.
 //!
 //! The hash's key sits in the record key's hash slot (a hash tag chosen
 //! for that slot), so on Redis Cluster the claim's pipeline and the save's
@@ -61,8 +64,8 @@ pub(super) fn side_key(
     <[&[u8]]>::concat(&[b"{", tag, b"}", prefix, letter, b":", hashed])
 }
 
-/// The `HGETALL` answer of a won claim, as steps. Most won claims find
-/// none: an empty answer is not converted.
+/// The `HGETALL` answer of a replaced claim, as steps. Most find none: an
+/// empty answer is not converted.
 pub(super) fn parse(saved: redis::Value) -> Result<Vec<(StepId, Bytes)>, StoreError> {
     let none = match &saved {
         redis::Value::Nil => true,
@@ -107,16 +110,7 @@ impl RedisStore {
                 self.eval(save, &keys, &args).await.map_err(store_error)?
             }
             Some(replicas) => {
-                let mut pipe = redis::pipe();
-                pipe.cmd("EVAL")
-                    .arg(SAVE_STEP)
-                    .arg(2)
-                    .arg(keys[0])
-                    .arg(keys[1]);
-                for arg in args {
-                    pipe.arg(arg);
-                }
-                replicas.append(&mut pipe);
+                let pipe = replicas.eval_then_wait(SAVE_STEP, &keys, &args);
                 let (held, acks): (i64, u32) = self.query(&pipe).await?;
                 if held == 1 {
                     replicas.check(acks, "step")?;
@@ -124,6 +118,9 @@ impl RedisStore {
                 held
             }
         };
+        if held == 1 {
+            self.native.stepped(*key, token);
+        }
         Ok(fence(held))
     }
 }

@@ -11,28 +11,30 @@
 //! completion are scripts (the record and the marker read or written in
 //! one step); every other call keeps the native claim and completion.
 
-use std::time::Duration;
-
 use idem_core::StoreError;
 use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, Token};
+use idem_core::store::{Claim, Fence, Retention, Token};
 
 use super::RedisStore;
-use super::conn::store_error;
+use super::conn::{command, store_error};
 use super::scripts::fence;
-use super::value::{claimed, corrupt, fingerprint_at, millis, ttl_at, unix_now, write_claim_value};
+use super::value::{claim_px, millis};
 
-/// The claim of a call that keeps tombstones: the record as `SET NX GET`
-/// would answer it, else the marker, else the claim written. Answers
-/// `{PTTL, value}` of the record or the marker, or `{-2}` when won.
+/// The claim of a call that keeps tombstones: where the record's key is
+/// empty and the marker stands, the marker's `{PTTL, value}`; else what the
+/// claim's `PTTL` and `SET … NX PX GET` answer (see `claim.rs`), as one
+/// reply (`{PTTL}` alone when the claim is won: a Lua `false` in a table
+/// is a boolean, not a nil, under RESP3). ARGV[1]: the claim's value,
+/// ARGV[2]: its `PX`.
 const CLAIM: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local t = redis.call('GET', KEYS[2])
+  if t then return {redis.call('PTTL', KEYS[2]), t} end
+end
 local pttl = redis.call('PTTL', KEYS[1])
-local v = redis.call('GET', KEYS[1])
-if v then return {pttl, v} end
-local t = redis.call('GET', KEYS[2])
-if t then return {redis.call('PTTL', KEYS[2]), t} end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {-2}
+local held = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+if held then return {pttl, held} end
+return {pttl}
 ";
 
 /// `scripts::COMPLETE`, writing the marker too (ARGV[6]: the tombstone in
@@ -45,6 +47,7 @@ if not v then
   return -1
 end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  if redis.call('PTTL', KEYS[1]) <= 86400000 then return -1 end
   redis.call('SET', KEYS[1], 'C' .. string.sub(v, 18, 49) .. ARGV[4] .. ARGV[2], 'PX', ARGV[3])
   redis.call('SET', KEYS[2], 'T' .. string.sub(v, 18, 49) .. ARGV[6], 'PX', ARGV[7])
   return 1
@@ -59,49 +62,6 @@ impl RedisStore {
     /// The key of `key`'s tombstone, in its record's slot.
     pub(super) fn tombstone_key(&self, key: &RecordKey) -> Vec<u8> {
         super::steps::side_key(&self.prefix, self.prefix_crc, key, b't')
-    }
-
-    /// `Store::claim` for a claim that looks for a tombstone.
-    pub(super) async fn claim_tombstoned(
-        &self,
-        key: &RecordKey,
-        claim: &Claim,
-    ) -> Result<ClaimOutcome, StoreError> {
-        let mut value = Vec::new();
-        write_claim_value(&mut value, claim, unix_now())
-            .map_err(|err| StoreError::new("redis", err))?;
-        let mut pipe = redis::pipe();
-        pipe.cmd("EVAL")
-            .arg(CLAIM)
-            .arg(2)
-            .arg(self.redis_key(key))
-            .arg(self.tombstone_key(key))
-            .arg(value)
-            .arg(millis(claim.lease))
-            .cmd("HGETALL")
-            .arg(self.steps_key(key));
-        let (answer, saved, acks): (Vec<redis::Value>, redis::Value, Option<u32>) =
-            match &self.replicas {
-                Some(replicas) => {
-                    replicas.append(&mut pipe);
-                    let (answer, saved, acks) = self.query(&pipe).await?;
-                    (answer, saved, Some(acks))
-                }
-                None => {
-                    let (answer, saved) = self.query(&pipe).await?;
-                    (answer, saved, None)
-                }
-            };
-        let outcome = read_claim(answer)?;
-        match outcome {
-            ClaimOutcome::Won { .. } => {
-                if let (Some(replicas), Some(acks)) = (&self.replicas, acks) {
-                    replicas.check(acks, "claim")?;
-                }
-                Ok(ClaimOutcome::won(false, super::steps::parse(saved)?))
-            }
-            other => Ok(other),
-        }
     }
 
     /// `Store::complete` for a call that keeps a tombstone: the record and
@@ -168,25 +128,35 @@ impl RedisStore {
     }
 }
 
-/// The claim script's answer as a claim outcome.
-fn read_claim(answer: Vec<redis::Value>) -> Result<ClaimOutcome, StoreError> {
-    let mut answer = answer.into_iter();
-    let pttl: i64 = match answer.next() {
-        Some(redis::Value::Int(pttl)) => pttl,
-        _ => return Err(corrupt("claim script answered no PTTL")),
-    };
-    let value = match answer.next() {
-        None => return Ok(ClaimOutcome::won(false, Vec::new())),
-        Some(redis::Value::BulkString(value)) => value,
-        Some(_) => return Err(corrupt("claim script answered no value")),
-    };
-    if value.first() != Some(&b'T') {
-        return claimed(pttl, Some(value));
+/// The claim of a call that keeps tombstones, sent in the claim's
+/// pipeline in place of its `PTTL` and `SET … NX PX GET` (see `CLAIM`).
+pub(super) fn claim(redis_key: &[u8], marker: &[u8], value: &[u8], claim: &Claim) -> redis::Cmd {
+    let mut digits = itoa::Buffer::new();
+    let px = digits.format(claim_px(claim.lease)).as_bytes();
+    let parts: [&[u8]; 7] = [
+        b"EVAL",
+        CLAIM.as_bytes(),
+        b"2",
+        redis_key,
+        marker,
+        value,
+        px,
+    ];
+    command(parts)
+}
+
+/// A tombstoned claim pipeline's replies as the `PTTL` and `SET … NX PX
+/// GET` replies (and whatever follows them) would be.
+pub(super) fn spread<T: redis::FromRedisValue>(answer: Vec<redis::Value>) -> redis::RedisResult<T> {
+    let mut replies = Vec::with_capacity(answer.len() + 1);
+    for (i, reply) in answer.into_iter().enumerate() {
+        match reply {
+            redis::Value::Array(mut two) if i == 0 => {
+                two.resize(2, redis::Value::Nil);
+                replies.extend(two);
+            }
+            other => replies.push(other),
+        }
     }
-    let tombstone = ttl_at(&value, 33)?;
-    let left = Duration::from_millis(u64::try_from(pttl).unwrap_or(0));
-    Ok(ClaimOutcome::expired(
-        fingerprint_at(&value, 1)?,
-        tombstone.saturating_sub(left),
-    ))
+    Ok(redis::from_redis_value(redis::Value::Array(replies))?)
 }

@@ -47,28 +47,68 @@ pub(super) fn remaining(pttl_ms: i64) -> Duration {
     Duration::from_millis(u64::try_from(pttl_ms).unwrap_or(0))
 }
 
+/// How long an in-progress claim's key outlives its lease, in
+/// milliseconds: a holder that vanished leaves its claim there, so the
+/// next claim is told it took over (`ClaimOutcome::Won::took_over`)
+/// instead of finding a free key. The key's `PX` is the lease plus this,
+/// so the lease left is its `PTTL` minus this, by Redis's clock. A day,
+/// the default TTL: a retry within it reconciles (the scripts hold the
+/// same figure, see `scripts.rs`).
+pub(super) const KEPT_AFTER_LEASE_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// The `PX` of an in-progress claim of `lease`.
+pub(super) fn claim_px(lease: Duration) -> u64 {
+    millis(lease).saturating_add(KEPT_AFTER_LEASE_MS)
+}
+
+/// The lease left of an in-progress claim whose key's `PTTL` is
+/// `pttl_ms`: zero once it lapsed.
+pub(super) fn lease_left(pttl_ms: i64) -> Duration {
+    remaining(pttl_ms.saturating_sub(KEPT_AFTER_LEASE_MS as i64))
+}
+
+/// What a claim's `SET … NX GET` found.
+pub(super) enum Claimed {
+    /// The claim's outcome: won on a free key, a completed record, or
+    /// another caller's live claim.
+    Outcome(ClaimOutcome),
+    /// Another caller's claim whose lease lapsed, or the marker a release
+    /// leaves where steps are kept (`RELEASED`): the value, which a script
+    /// replaces after checking it again (`TAKE_OVER`).
+    Replace(Vec<u8>),
+}
+
 /// What a claim's `SET … NX GET` answered: nothing (the claim is ours), a
-/// completed record, or another caller's claim.
-pub(super) fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<ClaimOutcome, StoreError> {
+/// completed record, another caller's claim, or a lapsed claim.
+pub(super) fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<Claimed, StoreError> {
     let Some(held) = held else {
-        return Ok(ClaimOutcome::won(false, Vec::new()));
+        return Ok(Claimed::Outcome(ClaimOutcome::won(false, Vec::new())));
     };
-    let left = remaining(pttl);
-    match held.first() {
+    let outcome = match held.first() {
         Some(b'C') if held.len() >= RECORD_AT => {
             let fingerprint = fingerprint_at(&held, 1)?;
-            let expires_in = left.min(ttl_at(&held, 33)?);
-            Ok(ClaimOutcome::completed(
-                fingerprint,
-                record_of(held),
-                expires_in,
-            ))
+            let expires_in = remaining(pttl).min(ttl_at(&held, 33)?);
+            ClaimOutcome::completed(fingerprint, record_of(held), expires_in)
         }
         Some(b'P') if held.len() >= CLAIM_AT => {
-            Ok(ClaimOutcome::in_progress(fingerprint_at(&held, 17)?, left))
+            let left = lease_left(pttl);
+            if left.is_zero() {
+                return Ok(Claimed::Replace(held));
+            }
+            ClaimOutcome::in_progress(fingerprint_at(&held, 17)?, left)
         }
-        _ => Err(corrupt("unknown state")),
-    }
+        Some(&RELEASED) => return Ok(Claimed::Replace(held)),
+        // A tombstone's marker (`tombstone.rs`), found by a tombstoned
+        // call's claim where the record has expired: `T`, fingerprint, the
+        // tombstone's length; it expired that length less the `PTTL` ago.
+        Some(b'T') => {
+            let tombstone = ttl_at(&held, 33)?;
+            let expired_ago = tombstone.saturating_sub(remaining(pttl));
+            ClaimOutcome::expired(fingerprint_at(&held, 1)?, expired_ago)
+        }
+        _ => return Err(corrupt("unknown state")),
+    };
+    Ok(Claimed::Outcome(outcome))
 }
 
 /// The record of a completed value, in the value's own buffer: advancing
@@ -79,6 +119,11 @@ fn record_of(held: Vec<u8>) -> Bytes {
     record.advance(RECORD_AT);
     record
 }
+
+/// The value a release leaves where the call's steps are kept, expiring
+/// with them: a free key then has no steps, so a claim reads them only
+/// when it replaces a lapsed or released claim (see `scripts::RELEASE`).
+pub(super) const RELEASED: u8 = b'R';
 
 /// Where a claim's listing fields start: `P`, token, fingerprint.
 pub(super) const CLAIM_AT: usize = 1 + 16 + 32;
