@@ -215,7 +215,7 @@ async fn a_sqlite_file_that_is_not_idems_is_refused_and_left_unchanged() {
         "CREATE TABLE idem_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);
          CREATE TABLE idem_records (key BLOB PRIMARY KEY, token BLOB NOT NULL, fingerprint BLOB NOT NULL,
              record BLOB, expires_at INTEGER NOT NULL) WITHOUT ROWID;
-         INSERT INTO idem_migrations VALUES (1, 0);",
+         INSERT INTO idem_migrations VALUES (2, 0);",
     )
     .execute(&db)
     .await
@@ -232,7 +232,7 @@ async fn a_sqlite_file_that_is_not_idems_is_refused_and_left_unchanged() {
     ];
     for (path, says) in [
         (&foreign, "not a file of idem's records"),
-        (&v1, "schema version 1"),
+        (&v1, "schema version 2"),
     ] {
         let before = snapshot(path);
         for args in commands {

@@ -36,9 +36,11 @@ const MIGRATE: &str = concat!(
     "CREATE TABLE IF NOT EXISTS idem_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
     "CREATE TABLE IF NOT EXISTS idem_records (",
     " key BLOB PRIMARY KEY, token BLOB NOT NULL, fingerprint BLOB NOT NULL,",
-    " record BLOB, expires_at INTEGER NOT NULL",
+    " record BLOB, expires_at INTEGER NOT NULL, site TEXT NOT NULL, created_at INTEGER NOT NULL,",
+    " tombstone_until INTEGER",
     ") WITHOUT ROWID;",
     "CREATE INDEX IF NOT EXISTS idem_records_expires_at ON idem_records (expires_at);",
+    "CREATE INDEX IF NOT EXISTS idem_records_created_at ON idem_records (created_at);",
     "INSERT OR IGNORE INTO idem_migrations (version, applied_at) VALUES (1, ",
     now_ms!(),
     ");"

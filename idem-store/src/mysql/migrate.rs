@@ -16,21 +16,12 @@ use sqlx::mysql::MySqlConnection;
 use super::statements::Sql;
 
 /// The migrations, in order; a migration's number is its place here.
-const MIGRATIONS: &[&str] = &[
-    // 1: the records, the steps and the claim procedure.
-    include_str!("migrations/0001_records.sql"),
-    // 2: tombstones: the end of a completed record's tombstone, and the
-    // claim procedure answers "expired" (outcome 4) for a record past its
-    // TTL whose tombstone stands, instead of claiming it.
-    include_str!("migrations/0002_tombstone.sql"),
-];
+/// 0.1 is released with one: the records (with the call site, the claim's
+/// time and the tombstone's end), the steps and the claim procedure.
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_records.sql")];
 
 /// This release's schema version.
 pub(super) const CURRENT: i64 = MIGRATIONS.len() as i64;
-
-/// "Duplicate column name": a column a migration adds is there already (a
-/// run that stopped after it). MySQL has no `ADD COLUMN IF NOT EXISTS`.
-const DUPLICATE_COLUMN: u16 = 1060;
 
 /// How long a run waits for another replica's run to finish, in seconds.
 const LOCK_WAIT_SECS: i32 = 60;
@@ -73,15 +64,22 @@ async fn apply(sql: &Sql, conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
     .fetch_one(&mut *conn)
     .await?
     .try_get(0)?;
+    if done > CURRENT {
+        return Err(sqlx::Error::Configuration(
+            format!(
+                "the table {} is at schema version {done}, which this release of idem does not know (it reads {CURRENT}): \
+                 it was made by a later release, or by a build before 0.1; use that release, or drop the table and {} and migrate again",
+                sql.table, sql.versions
+            )
+            .into(),
+        ));
+    }
     for (version, migration) in (1..).zip(MIGRATIONS) {
         if version <= done {
             continue;
         }
         for statement in render(sql, migration).split("\n//\n") {
-            match sqlx::raw_sql(statement).execute(&mut *conn).await {
-                Err(err) if error_number(&err) != Some(DUPLICATE_COLUMN) => return Err(err),
-                _ => {}
-            }
+            sqlx::raw_sql(statement).execute(&mut *conn).await?;
         }
         sqlx::query(&format!(
             "INSERT INTO {} (version, applied_at) VALUES (?, UTC_TIMESTAMP(6))",
@@ -92,12 +90,6 @@ async fn apply(sql: &Sql, conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
         .await?;
     }
     Ok(())
-}
-
-fn error_number(err: &sqlx::Error) -> Option<u16> {
-    err.as_database_error()
-        .and_then(|db| db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
-        .map(|db| db.number())
 }
 
 /// Migration `step` with this table's names filled in.

@@ -14,37 +14,16 @@ use sqlx::postgres::PgConnection;
 use super::statements::Sql;
 
 /// The migrations, in order; a migration's number is its place here.
-const MIGRATIONS: &[&str] = &[
-    // 1: the records and the claim function.
-    include_str!("migrations/0001_records.sql"),
-    // 2: the steps of calls (recovery points), and the function the claim
-    // statement calls to read a won key's steps. A PL/pgSQL function,
-    // never inlined, so its read takes a snapshot after the claim
-    // function's write: a step whose save held the record row
-    // (`FOR SHARE`) while the claim waited on it is seen.
-    include_str!("migrations/0002_steps.sql"),
-    // 3: the call site's name and the claim's creation time, so records
-    // can be listed (`idem list`) without the raw key; the claim function
-    // gains the site as a fifth argument. The four-argument function
-    // stays, so replicas still running the previous release keep working
-    // during a rolling deploy (their claims list with no site or age).
-    include_str!("migrations/0003_site.sql"),
-    // 4: the claim function answers the time left by `clock_timestamp()`,
-    // read after the row, instead of its statement's start: a row written
-    // by a statement that began after ours (we waited on its lock) read
-    // more than a whole lease left (issue 37).
-    include_str!("migrations/0004_remaining.sql"),
-    // 5: tombstones: the end of a completed record's tombstone, and the
-    // claim function answers "expired" (outcome 4) for a record past its
-    // TTL whose tombstone stands, instead of claiming it.
-    include_str!("migrations/0005_tombstone.sql"),
-];
+/// 0.1 is released with one: the records (with the call site, the claim's
+/// time and the tombstone's end), the claim function, and the steps.
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_records.sql")];
 
-/// Applies the migrations `conn`'s database lacks, in one transaction
-/// under an advisory lock, so concurrent runs take turns.
 /// This release's schema version.
 pub(super) const CURRENT: i32 = MIGRATIONS.len() as i32;
 
+/// Applies the migrations `conn`'s database lacks, in one transaction
+/// under an advisory lock, so concurrent runs take turns; a table at a
+/// version this release does not know is refused, unchanged.
 pub(super) async fn run(sql: &Sql, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     let mut tx = conn.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
@@ -64,6 +43,16 @@ pub(super) async fn run(sql: &Sql, conn: &mut PgConnection) -> Result<(), sqlx::
     ))
     .fetch_one(&mut *tx)
     .await?;
+    if done > CURRENT {
+        return Err(sqlx::Error::Configuration(
+            format!(
+                "the table {} is at schema version {done}, which this release of idem does not know (it reads {CURRENT}): \
+                 it was made by a later release, or by a build before 0.1; use that release, or drop the table and its {} and migrate again",
+                sql.table, sql.versions
+            )
+            .into(),
+        ));
+    }
     for (version, step) in (1..).zip(MIGRATIONS) {
         if version <= done {
             continue;

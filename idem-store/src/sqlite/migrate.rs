@@ -1,55 +1,39 @@
-//! The SQLite schema's versions. Step 1 is the table as first released
-//! (created if missing, idempotent); each later step runs once, in order,
-//! under SQLite's write lock, so processes opening one file at once
-//! upgrade it one after the other. Never edit a released step; add one.
+//! The SQLite schema's versions. 0.1 is released with one: the records
+//! (with the call site, the claim's time and the tombstone's end) and the
+//! steps of calls, created if missing. A later release adds steps that run
+//! once each, in order, under SQLite's write lock, so processes opening
+//! one file at once upgrade it one after the other. Never edit a released
+//! step; add one.
 
 use sqlx::SqlitePool;
 
 use super::MIGRATE;
 
-/// The steps after 1, in order: step `i` is version `i + 2`.
-const STEPS: &[&str] = &[
-    // 2: the call site's name and the claim's creation time, so records
-    // can be listed (`idem list`) without the raw key.
-    concat!(
-        "ALTER TABLE idem_records ADD COLUMN site TEXT;",
-        "ALTER TABLE idem_records ADD COLUMN created_at INTEGER;",
-        "CREATE INDEX IF NOT EXISTS idem_records_created_at ON idem_records (created_at);",
-    ),
-    // 3: the steps of calls (recovery points).
-    super::steps::MIGRATE,
-    // 4: the end of a completed record's tombstone (ms since the epoch),
-    // NULL for none.
-    "ALTER TABLE idem_records ADD COLUMN tombstone_until INTEGER;",
-];
-
 pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(MIGRATE).execute(pool).await?;
     // `BEGIN IMMEDIATE` takes the write lock at once, so the version read
-    // below cannot go stale before the steps run.
+    // below cannot go stale before the tables are made.
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    sqlx::raw_sql(MIGRATE).execute(&mut *tx).await?;
+    sqlx::raw_sql(super::steps::MIGRATE)
+        .execute(&mut *tx)
+        .await?;
     let done: i64 = sqlx::query_scalar("SELECT coalesce(max(version), 0) FROM idem_migrations")
         .fetch_one(&mut *tx)
         .await?;
-    for (version, step) in (2..).zip(STEPS) {
-        if version <= done {
-            continue;
-        }
-        sqlx::raw_sql(step).execute(&mut *tx).await?;
-        sqlx::query(concat!(
-            "INSERT INTO idem_migrations (version, applied_at) VALUES (?1, ",
-            crate::sqlite::now_ms!(),
-            ")"
-        ))
-        .bind(version)
-        .execute(&mut *tx)
-        .await?;
+    if done != CURRENT {
+        return Err(sqlx::Error::Configuration(
+            format!(
+                "idem's tables are at schema version {done}, which this release of idem does not know (it reads {CURRENT}): \
+                 the file was written by a later release, or by a build before 0.1; use that release, or move the file aside"
+            )
+            .into(),
+        ));
     }
     tx.commit().await
 }
 
 /// This release's schema version.
-pub(super) const CURRENT: i64 = STEPS.len() as i64 + 1;
+pub(super) const CURRENT: i64 = 1;
 
 /// Checks, changing nothing, that the file holds idem's tables at this
 /// release's version; why not, in words for an operator.

@@ -4,8 +4,9 @@ CREATE TABLE IF NOT EXISTS {t} (
     fingerprint BINARY(32) NOT NULL,
     record      LONGBLOB NULL,
     expires_at  DATETIME(6) NOT NULL,
-    site        TEXT CHARACTER SET utf8mb4 NULL,
-    created_at  DATETIME(6) NULL,
+    site        TEXT CHARACTER SET utf8mb4 NOT NULL,
+    created_at  DATETIME(6) NOT NULL,
+    tombstone_until DATETIME(6) NULL COMMENT 'idem: the end of a completed record''s tombstone (UTC); NULL for none',
     INDEX {index} (expires_at)
 ) ENGINE = InnoDB COMMENT = 'idem: idempotency records. record IS NULL while a claim is in progress. Times are UTC.'
 //
@@ -28,12 +29,14 @@ MODIFIES SQL DATA
 COMMENT 'idem: claim a key; answers one row (outcome, fingerprint, record, remaining microseconds), then the steps of a won claim'
 BEGIN
     -- Outcomes: 0 won, 1 won by taking over an expired claim, 2 in
-    -- progress elsewhere, 3 completed.
+    -- progress elsewhere, 3 completed, 4 a completed record past its TTL
+    -- whose tombstone stands (remaining_us: since the TTL ran out).
     DECLARE v_outcome INT DEFAULT NULL;
     DECLARE v_token BINARY(16);
     DECLARE v_fingerprint BINARY(32);
     DECLARE v_record LONGBLOB;
     DECLARE v_left BIGINT;
+    DECLARE v_tombstone BIGINT;
     DECLARE v_attempt INT DEFAULT 0;
     -- A key nobody claimed: SELECT … INTO finds no row.
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_left = NULL;
@@ -46,13 +49,16 @@ BEGIN
     -- running call costs an index lookup. Not inside the caller's
     -- transaction, whose snapshot may be older than the last commit.
     IF p_own_tx THEN
-        SET v_left = NULL;
+        SET v_left = NULL, v_tombstone = NULL;
         SELECT token, fingerprint, record, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
-                   - TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6))
-            INTO v_token, v_fingerprint, v_record, v_left
+                   - TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)),
+               TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), tombstone_until)
+            INTO v_token, v_fingerprint, v_record, v_left, v_tombstone
             FROM {t} WHERE `key` = p_key;
         IF v_left > 0 AND (v_record IS NOT NULL OR v_token <> p_token) THEN
             SET v_outcome = IF(v_record IS NULL, 2, 3);
+        ELSEIF v_left <= 0 AND v_record IS NOT NULL AND v_tombstone > 0 THEN
+            SET v_outcome = 4, v_left = -v_left;
         END IF;
     END IF;
 
@@ -77,10 +83,11 @@ BEGIN
                 VALUES (p_key, p_token, p_fingerprint, NULL,
                         UTC_TIMESTAMP(6) + INTERVAL p_lease_us MICROSECOND, p_site, UTC_TIMESTAMP(6))
                 ON DUPLICATE KEY UPDATE `key` = `key`;
-            SET v_left = NULL;
+            SET v_left = NULL, v_tombstone = NULL;
             SELECT token, fingerprint, record, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
-                   - TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6))
-                INTO v_token, v_fingerprint, v_record, v_left
+                   - TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)),
+                   TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), tombstone_until)
+                INTO v_token, v_fingerprint, v_record, v_left, v_tombstone
                 FROM {t} WHERE `key` = p_key FOR UPDATE;
             IF v_left IS NULL THEN
                 -- Deleted before our lock (cannot happen while we hold
@@ -91,10 +98,13 @@ BEGIN
                 SET v_outcome = 0;
             ELSEIF v_left > 0 THEN
                 SET v_outcome = IF(v_record IS NULL, 2, 3);
+            ELSEIF v_record IS NOT NULL AND v_tombstone > 0 THEN
+                -- A tombstone: not claimed.
+                SET v_outcome = 4, v_left = -v_left;
             ELSE
                 UPDATE {t} SET token = p_token, fingerprint = p_fingerprint, record = NULL,
                         expires_at = UTC_TIMESTAMP(6) + INTERVAL p_lease_us MICROSECOND,
-                        site = p_site, created_at = UTC_TIMESTAMP(6)
+                        site = p_site, created_at = UTC_TIMESTAMP(6), tombstone_until = NULL
                     WHERE `key` = p_key;
                 SET v_outcome = IF(v_record IS NULL AND v_token <> p_token, 1, 0);
             END IF;

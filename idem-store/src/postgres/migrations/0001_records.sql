@@ -1,13 +1,20 @@
+-- The records: one row a key. `record IS NULL` while a claim is in
+-- progress; a completed row past `expires_at` and before
+-- `tombstone_until` is a tombstone (its record emptied by purge).
 CREATE TABLE {t} (
-    key         bytea PRIMARY KEY,
-    token       bytea NOT NULL,
-    fingerprint bytea NOT NULL,
-    record      bytea,
-    expires_at  timestamptz NOT NULL
+    key             bytea PRIMARY KEY,
+    token           bytea NOT NULL,
+    fingerprint     bytea NOT NULL,
+    record          bytea,
+    expires_at      timestamptz NOT NULL,
+    site            text NOT NULL,
+    created_at      timestamptz NOT NULL,
+    tombstone_until timestamptz
 );
 COMMENT ON TABLE {t} IS 'idem: idempotency records. record IS NULL while a claim is in progress.';
 CREATE INDEX {index} ON {t} (expires_at);
-CREATE FUNCTION {claim}(p_key bytea, p_token bytea, p_fingerprint bytea, p_lease_us bigint)
+-- The claim: one statement, one round trip, safe under racing claims.
+CREATE FUNCTION {claim}(p_key bytea, p_token bytea, p_fingerprint bytea, p_lease_us bigint, p_site text)
 RETURNS TABLE (o_outcome int, o_fingerprint bytea, o_record bytea, o_remaining_us bigint)
 LANGUAGE plpgsql VOLATILE AS $idem$
 DECLARE
@@ -19,7 +26,7 @@ BEGIN
     -- row committed by a racing claimer while we waited on its lock is
     -- seen on the next turn of the loop.
     FOR attempt IN 1..16 LOOP
-        SELECT r.token, r.fingerprint, r.record, r.expires_at INTO cur
+        SELECT r.token, r.fingerprint, r.record, r.expires_at, r.tombstone_until INTO cur
             FROM {t} AS r WHERE r.key = p_key;
         IF FOUND AND cur.expires_at > ts THEN
             IF cur.record IS NULL AND cur.token = p_token THEN
@@ -28,17 +35,30 @@ BEGIN
             ELSE
                 RETURN QUERY SELECT CASE WHEN cur.record IS NULL THEN 2 ELSE 3 END,
                     cur.fingerprint, cur.record,
-                    floor(extract(epoch FROM cur.expires_at - ts) * 1000000)::bigint;
+                    -- By the clock now, not `ts`: the row may have been
+                    -- written by a statement that began after ours (we
+                    -- waited on its lock), and `expires_at - ts` would
+                    -- then be more than its whole lease. Now is after
+                    -- our read, so after the writer's commit and start.
+                    floor(extract(epoch FROM cur.expires_at - clock_timestamp()) * 1000000)::bigint;
             END IF;
             RETURN;
         END IF;
+        IF FOUND AND cur.record IS NOT NULL AND cur.tombstone_until > ts THEN
+            -- A tombstone: the record expired this long ago; not claimed.
+            RETURN QUERY SELECT 4, cur.fingerprint, NULL::bytea,
+                floor(extract(epoch FROM ts - cur.expires_at) * 1000000)::bigint;
+            RETURN;
+        END IF;
         took_over := FOUND AND cur.record IS NULL;
-        INSERT INTO {t} AS r (key, token, fingerprint, record, expires_at)
-            VALUES (p_key, p_token, p_fingerprint, NULL, ts + p_lease_us * interval '1 microsecond')
+        INSERT INTO {t} AS r (key, token, fingerprint, record, expires_at, site, created_at)
+            VALUES (p_key, p_token, p_fingerprint, NULL, ts + p_lease_us * interval '1 microsecond', p_site, ts)
             ON CONFLICT (key) DO UPDATE
                 SET token = EXCLUDED.token, fingerprint = EXCLUDED.fingerprint,
-                    record = NULL, expires_at = EXCLUDED.expires_at
-                WHERE r.expires_at <= ts;
+                    record = NULL, expires_at = EXCLUDED.expires_at,
+                    site = EXCLUDED.site, created_at = EXCLUDED.created_at,
+                    tombstone_until = NULL
+                WHERE r.expires_at <= ts AND (r.tombstone_until IS NULL OR r.tombstone_until <= ts);
         IF FOUND THEN
             RETURN QUERY SELECT CASE WHEN took_over THEN 1 ELSE 0 END,
                 NULL::bytea, NULL::bytea, NULL::bigint;
@@ -47,5 +67,26 @@ BEGIN
     END LOOP;
     RAISE EXCEPTION 'idem: the claim on % did not settle', encode(p_key, 'hex')
         USING ERRCODE = '40001';
+END
+$idem$;
+-- The steps of calls (recovery points), kept across a release of the
+-- claim, and the function the claim statement calls to read a won key's
+-- steps: PL/pgSQL, never inlined, so its read takes a snapshot after the
+-- claim function's write (a step whose save held the record row
+-- `FOR SHARE` while the claim waited on it is seen).
+CREATE TABLE {steps} (
+    call       bytea NOT NULL,
+    step       bytea NOT NULL,
+    value      bytea NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (call, step)
+);
+COMMENT ON TABLE {steps} IS 'idem: the finished steps (recovery points) of calls, kept across a release of the claim.';
+CREATE INDEX {steps_index} ON {steps} (expires_at);
+CREATE FUNCTION {steps_of}(p_key bytea) RETURNS bytea[]
+LANGUAGE plpgsql VOLATILE AS $idem$
+BEGIN
+    RETURN (SELECT array_agg(s.step || s.value) FROM {steps} AS s
+            WHERE s.call = p_key AND s.expires_at > statement_timestamp());
 END
 $idem$;
