@@ -97,25 +97,24 @@
 //! script that checks the claim and writes a hash field in the record's hash
 //! slot, so Redis Cluster routes both; PostgreSQL: one `INSERT … SELECT …
 //! FOR SHARE` into `<table>_steps`; SQLite: one `INSERT … SELECT` into
-//! `idem_steps`). Resuming costs nothing extra: the claim returns the saved
-//! steps in its own round trip (Redis: an `HGETALL` in the claim's
-//! pipeline; PostgreSQL: a column of the claim statement; SQLite: a read
-//! only when the claim's write says steps exist). Counted on the wire by
-//! `tests/round_trips.rs` for a body of three steps, on Redis and
-//! PostgreSQL alike:
+//! `idem_steps`). Resuming costs nothing extra on the SQL stores: the
+//! claim returns the saved steps in its own round trip (PostgreSQL: a
+//! column of the claim statement; SQLite: a read only when the claim's
+//! write says steps exist). On Redis a claim reads no steps, so that a
+//! replay is two commands; a claim that finds a released call's marker
+//! takes it over by a script that reads them: resuming costs one more
+//! round trip there. Counted on the wire by `tests/round_trips.rs` for a
+//! body of three steps:
 //!
 //! | call | round trips |
 //! | --- | --- |
 //! | fresh, three steps | 5 (claim, 3 saves, completion) |
 //! | failing at the third step | 4 (claim, 2 saves, release) |
-//! | its retry, resuming | 3 (claim with the 2 saved steps, 1 save, completion) |
+//! | its retry, resuming | 3 (claim with the 2 saved steps, 1 save, completion); Redis 4 |
 //! | duplicate of the completed call | 1 |
 //!
-//! PostgreSQL gets the steps table with `migrate()` (migration 2); after an
-//! upgrade, run it before the new version serves calls (until then its
-//! claims fail closed with `Error::Store` saying so; older versions keep
-//! working on a migrated table). SQLite creates its `idem_steps` table when
-//! the file is opened.
+//! PostgreSQL and MySQL get the steps table with `migrate()`; SQLite
+//! creates its `idem_steps` table when the file is opened.
 //!
 //! **Compared with hand-written phases and workflow engines.** Stripe's
 //! engineers write "atomic phases" by hand: each phase is a database
