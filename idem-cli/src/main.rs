@@ -131,20 +131,9 @@ async fn run(cli: &Cli) -> Result<String, Failure> {
         Command::Purge => {
             let purged = store.purge().await.map_err(|e| opened.failed(e))?;
             Ok(if json {
-                text(json!({
-                    "purged": purged.records,
-                    "steps": purged.steps,
-                    "tombstones": purged.tombstones,
-                }))
+                text(render::purged_json(&purged))
             } else {
-                let tombstones = match purged.tombstones {
-                    0 => String::new(),
-                    n => format!("; {n} record(s) kept as tombstones without their value"),
-                };
-                format!(
-                    "purged {} expired record(s) and {} step(s) of expired calls{tombstones}\n",
-                    purged.records, purged.steps
-                )
+                render::purged_text(&purged)
             })
         }
         Command::Stats => {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use idem::admin::{RecordInfo, RecordParts, Stats, decode_record_json, display_value};
+use idem::admin::{Purged, RecordInfo, RecordParts, Stats, decode_record_json, display_value};
 use serde_json::{Value, json};
 
 mod response;
@@ -159,5 +159,26 @@ pub(crate) fn stats_text(stats: &Stats) -> String {
         stats.tombstones,
         stats.in_progress + stats.completed + stats.expired + stats.tombstones,
         stats.bytes
+    )
+}
+
+/// What `purge` did, as JSON.
+pub(crate) fn purged_json(purged: &Purged) -> Value {
+    json!({
+        "purged": purged.records,
+        "steps": purged.steps,
+        "tombstones": purged.tombstones,
+    })
+}
+
+/// What `purge` did, in words.
+pub(crate) fn purged_text(purged: &Purged) -> String {
+    let tombstones = match purged.tombstones {
+        0 => String::new(),
+        n => format!("; {n} record(s) kept as tombstones without their value"),
+    };
+    format!(
+        "purged {} expired record(s) and {} step(s) of expired calls{tombstones}\n",
+        purged.records, purged.steps
     )
 }

@@ -3,6 +3,7 @@
 //!
 //! The `idem` crate re-exports this as part of `idem::http`.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use axum_core::response::{IntoResponse, Response};
@@ -130,87 +131,84 @@ fn retry_after_secs(after: Duration) -> u64 {
 
 impl From<&Error> for Problem {
     fn from(err: &Error) -> Self {
-        let status = err.status();
+        let (kind, title, detail) = words(err);
+        let problem = Problem::new(err.status(), kind, title, detail);
         match err {
-            Error::InProgress { retry_after, .. } => Problem::new(
-                status,
-                "in-progress",
-                "Request in progress",
-                "A request with this Idempotency-Key is still being processed; retry later to get its response.",
-            )
-            .retry_after(*retry_after),
-            Error::FingerprintMismatch { .. } => Problem::new(
-                status,
-                "fingerprint-mismatch",
-                "Idempotency-Key reused",
-                "This Idempotency-Key was already used with a different request; use a new key for a new request.",
-            ),
-            Error::Expired { .. } => Problem::new(
-                status,
-                "expired",
-                "Request already processed",
-                "The request with this Idempotency-Key was processed, and its stored response has expired; it will not be processed again. Use a new key for a new request.",
-            ),
-            Error::LeaseLost { taken_over, .. } => Problem::new(
-                status,
-                "lease-lost",
-                "Lease lost",
-                if *taken_over {
-                    "This request ran longer than its lease and a retry took it over; its response was not stored."
-                } else {
-                    "This request ran longer than its lease, which expired; its response was not stored, and a retry with the same Idempotency-Key runs it again."
-                },
-            )
-            .retry_after(Duration::from_secs(1)),
-            Error::Store(err) if !err.kind().is_transient() => Problem::new(
-                status,
-                "store-misconfigured",
-                "Idempotency store misconfigured",
-                "The server's idempotency store cannot work as configured; retrying will not help until it is fixed.",
-            ),
-            Error::Store(_) => Problem::new(
-                status,
-                "store-unavailable",
-                "Idempotency store unavailable",
-                "The idempotency store could not be reached; retry later with the same Idempotency-Key.",
-            ),
-            Error::Codec(CodecError::NotStored(_)) => Problem::new(
-                status,
-                "not-stored",
-                "Response not replayable",
-                "The request with this Idempotency-Key was processed, but its response could not be stored, so it cannot be replayed; it will not be processed again. Use a new key for a new request.",
-            ),
-            Error::Codec(_) => Problem::new(
-                status,
-                "codec",
-                "Stored response unreadable",
-                "A stored response could not be read or written.",
-            ),
-            Error::InvalidKey(reason) => Problem::new(
-                status,
-                "invalid-key",
-                "Invalid Idempotency-Key",
-                format!("The Idempotency-Key is not acceptable: {reason}."),
-            ),
-            Error::InvalidOption(_) => Problem::new(
-                status,
-                "invalid-option",
-                "Idempotency misconfigured",
-                "The server's idempotency settings for this request cannot work.",
-            ),
-            Error::InvalidStep { .. } => Problem::new(
-                status,
-                "invalid-step",
-                "Recovery point misused",
-                "The server's handler used a recovery point (idem::step) where it cannot work.",
-            ),
-            Error::NotConfigured => Problem::new(
-                status,
-                "not-configured",
-                "Idempotency not configured",
-                "An idempotent function of the server ran without a store: the service must call idem::install at startup or name its store.",
-            ),
+            Error::InProgress { retry_after, .. } => problem.retry_after(*retry_after),
+            Error::LeaseLost { .. } => problem.retry_after(Duration::from_secs(1)),
+            _ => problem,
         }
+    }
+}
+
+/// An error's problem type, title and detail.
+fn words(err: &Error) -> (&'static str, &'static str, Cow<'static, str>) {
+    match err {
+        Error::InProgress { .. } => (
+            "in-progress",
+            "Request in progress",
+            "A request with this Idempotency-Key is still being processed; retry later to get its response.".into(),
+        ),
+        Error::FingerprintMismatch { .. } => (
+            "fingerprint-mismatch",
+            "Idempotency-Key reused",
+            "This Idempotency-Key was already used with a different request; use a new key for a new request.".into(),
+        ),
+        Error::Expired { .. } => (
+            "expired",
+            "Request already processed",
+            "The request with this Idempotency-Key was processed, and its stored response has expired; it will not be processed again. Use a new key for a new request.".into(),
+        ),
+        Error::LeaseLost { taken_over: true, .. } => (
+            "lease-lost",
+            "Lease lost",
+            "This request ran longer than its lease and a retry took it over; its response was not stored.".into(),
+        ),
+        Error::LeaseLost { .. } => (
+            "lease-lost",
+            "Lease lost",
+            "This request ran longer than its lease, which expired; its response was not stored, and a retry with the same Idempotency-Key runs it again.".into(),
+        ),
+        Error::Store(err) if !err.kind().is_transient() => (
+            "store-misconfigured",
+            "Idempotency store misconfigured",
+            "The server's idempotency store cannot work as configured; retrying will not help until it is fixed.".into(),
+        ),
+        Error::Store(_) => (
+            "store-unavailable",
+            "Idempotency store unavailable",
+            "The idempotency store could not be reached; retry later with the same Idempotency-Key.".into(),
+        ),
+        Error::Codec(CodecError::NotStored(_)) => (
+            "not-stored",
+            "Response not replayable",
+            "The request with this Idempotency-Key was processed, but its response could not be stored, so it cannot be replayed; it will not be processed again. Use a new key for a new request.".into(),
+        ),
+        Error::Codec(_) => (
+            "codec",
+            "Stored response unreadable",
+            "A stored response could not be read or written.".into(),
+        ),
+        Error::InvalidKey(reason) => (
+            "invalid-key",
+            "Invalid Idempotency-Key",
+            Cow::Owned(format!("The Idempotency-Key is not acceptable: {reason}.")),
+        ),
+        Error::InvalidOption(_) => (
+            "invalid-option",
+            "Idempotency misconfigured",
+            "The server's idempotency settings for this request cannot work.".into(),
+        ),
+        Error::InvalidStep { .. } => (
+            "invalid-step",
+            "Recovery point misused",
+            "The server's handler used a recovery point (idem::step) where it cannot work.".into(),
+        ),
+        Error::NotConfigured => (
+            "not-configured",
+            "Idempotency not configured",
+            "An idempotent function of the server ran without a store: the service must call idem::install at startup or name its store.".into(),
+        ),
     }
 }
 

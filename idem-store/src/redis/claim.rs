@@ -55,22 +55,7 @@ impl RedisStore {
         // fenced operations to compare (see `native.rs`).
         let mut kept = self.native.set_ifeq().then(Vec::new);
         let sent = Instant::now();
-        let mut pipe = redis::Pipeline::with_capacity(3);
-        if claim.tombstone {
-            let value = claim_value(claim)?;
-            if let Some(kept) = kept.as_mut() {
-                kept.clone_from(&value);
-            }
-            pipe.add_command(tombstone::claim(
-                &redis_key,
-                &self.tombstone_key(key),
-                &value,
-                claim,
-            ));
-        } else {
-            pipe.add_command(command([b"PTTL".as_slice(), &redis_key]))
-                .add_command(set_nx_get(&redis_key, claim, unix_now(), kept.as_mut())?);
-        }
+        let mut pipe = self.claim_pipeline(key, &redis_key, claim, kept.as_mut())?;
         let found = if let Some(replicas) = &self.replicas {
             replicas.append(&mut pipe);
             let (pttl, held, acks): (i64, Option<Vec<u8>>, u32) = self
@@ -113,6 +98,31 @@ impl RedisStore {
             self.native.keep(*key, claim.token, kept);
         }
         Ok(outcome)
+    }
+
+    /// The claim's commands: `PTTL` and `SET … NX PX GET`, or, for a call
+    /// that keeps tombstones, the script that answers as they would; the
+    /// claim's value is also written into `kept` when given.
+    fn claim_pipeline(
+        &self,
+        key: &RecordKey,
+        redis_key: &[u8],
+        claim: &Claim,
+        kept: Option<&mut Vec<u8>>,
+    ) -> Result<redis::Pipeline, StoreError> {
+        let mut pipe = redis::Pipeline::with_capacity(3);
+        if !claim.tombstone {
+            pipe.add_command(command([b"PTTL".as_slice(), redis_key]))
+                .add_command(set_nx_get(redis_key, claim, unix_now(), kept)?);
+            return Ok(pipe);
+        }
+        let value = claim_value(claim)?;
+        if let Some(kept) = kept {
+            kept.clone_from(&value);
+        }
+        let marker = self.tombstone_key(key);
+        pipe.add_command(tombstone::claim(redis_key, &marker, &value, claim));
+        Ok(pipe)
     }
 
     /// Replaces a claim whose lease lapsed, or a released claim's marker
