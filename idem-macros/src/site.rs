@@ -25,8 +25,8 @@ pub(crate) fn gen_site(model: &Model<'_>) -> TokenStream {
                 Fingerprint::Expr(expr) => written(expr),
             }),
     );
-    let [ttl, lease, wait] =
-        [&args.ttl, &args.lease, &args.wait].map(|value| setting(private, value.as_ref()));
+    let [ttl, lease, wait, tombstone] = [&args.ttl, &args.lease, &args.wait, &args.tombstone]
+        .map(|value| setting(private, value.as_ref()));
     let errors = match &args.errors {
         None | Some(Errors::Release) => "release".to_owned(),
         Some(Errors::Replay(_)) => "replay".to_owned(),
@@ -42,6 +42,7 @@ pub(crate) fn gen_site(model: &Model<'_>) -> TokenStream {
             ttl: #ttl,
             lease: #lease,
             wait: #wait,
+            tombstone: #tombstone,
             errors: #errors,
             detach: #detach,
         }

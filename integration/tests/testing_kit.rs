@@ -421,6 +421,7 @@ impl From<idem::Error> for BillingError {
     ttl = "1h",
     lease = "10s",
     wait = Duration::from_millis(50),
+    tombstone = "7d",
     fingerprint = false,
     errors = "replay",
     store = idem,
@@ -470,6 +471,7 @@ fn sites_lists_every_attribute_of_this_binary_with_its_options() {
         None,
         "an expression is known only at run time"
     );
+    assert_eq!(every.tombstone(), Some(Duration::from_secs(7 * 24 * 3600)));
     assert_eq!(every.errors(), "replay");
     assert!(!every.detach());
 
@@ -481,6 +483,7 @@ fn sites_lists_every_attribute_of_this_binary_with_its_options() {
     assert_eq!(derived.ttl(), Some(idem::DEFAULT_TTL));
     assert_eq!(derived.lease(), Some(idem::DEFAULT_LEASE));
     assert_eq!(derived.wait(), Some(Duration::ZERO));
+    assert_eq!(derived.tombstone(), Some(Duration::ZERO), "no tombstone");
     assert_eq!(derived.errors(), "release");
     assert!(site("transfer_detached").detach());
     assert_eq!(site("transfer_stepped").key(), Some("id"));

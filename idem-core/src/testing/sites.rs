@@ -21,7 +21,7 @@ pub static SITES: [Site];
 /// ```
 /// use idem::idempotent;
 ///
-/// #[idempotent(key = order_id, scope = "payments", ttl = "24h", wait = "2s")]
+/// #[idempotent(key = order_id, scope = "payments", ttl = "24h", wait = "2s", tombstone = "30d")]
 /// async fn refund_order(order_id: &str) -> Result<u64, idem::Error> {
 ///     Ok(1200)
 /// }
@@ -34,6 +34,7 @@ pub static SITES: [Site];
 /// assert_eq!(site.scope(), Some("\"payments\""));
 /// assert_eq!(site.ttl(), Some(std::time::Duration::from_secs(24 * 3600)));
 /// assert_eq!(site.wait(), Some(std::time::Duration::from_secs(2)));
+/// assert_eq!(site.tombstone(), Some(std::time::Duration::from_secs(30 * 24 * 3600)));
 /// assert_eq!(site.errors(), "release");
 /// assert!(!site.detach());
 /// ```
@@ -53,6 +54,7 @@ pub struct Site {
     ttl: Setting,
     lease: Setting,
     wait: Setting,
+    tombstone: Setting,
     errors: &'static str,
     detach: bool,
 }
@@ -87,6 +89,7 @@ pub struct SiteParts {
     pub ttl: Setting,
     pub lease: Setting,
     pub wait: Setting,
+    pub tombstone: Setting,
     pub errors: &'static str,
     pub detach: bool,
 }
@@ -102,6 +105,7 @@ impl Site {
             ttl,
             lease,
             wait,
+            tombstone,
             errors,
             detach,
         } = parts;
@@ -113,6 +117,7 @@ impl Site {
             ttl,
             lease,
             wait,
+            tombstone,
             errors,
             detach,
         }
@@ -160,6 +165,12 @@ impl Site {
     /// when absent, `None` when an expression.
     pub fn wait(&self) -> Option<Duration> {
         self.wait.or(Duration::ZERO)
+    }
+
+    /// How long a tombstone outlives the record: the literal, `Some(ZERO)`
+    /// when absent (no tombstone), `None` when an expression.
+    pub fn tombstone(&self) -> Option<Duration> {
+        self.tombstone.or(Duration::ZERO)
     }
 
     /// The error policy as written: `"release"` (also when absent),
