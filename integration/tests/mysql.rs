@@ -55,6 +55,39 @@ async fn direct() -> (MySqlConnectOptions, String) {
     (direct, upstream)
 }
 
+/// A table at a schema version this release does not know (a later
+/// release's, or a build's before 0.1) is refused, and left as it is.
+#[tokio::test]
+async fn migrate_refuses_an_unknown_schema_version() {
+    let url = mysql_server::url().await;
+    let table = mysql_server::unique_table("unknown_version");
+    let store = MySqlStore::builder()
+        .table(table.clone())
+        .connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let mut admin = mysql_server::admin().await;
+    sqlx::query(&format!(
+        "INSERT INTO `{table}_migrations` (version, applied_at) VALUES (2, UTC_TIMESTAMP(6))"
+    ))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    let err = store.migrate().await.unwrap_err().to_string();
+    assert!(
+        err.contains("schema version 2") && err.contains("before 0.1"),
+        "{err}"
+    );
+    let kept: Vec<i32> = sqlx::query_scalar(&format!(
+        "SELECT version FROM `{table}_migrations` ORDER BY version"
+    ))
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(kept, vec![1, 2]);
+}
+
 #[tokio::test]
 async fn migrate_twice_and_concurrently_is_harmless() {
     mysql_server::drop_stale_tables().await;

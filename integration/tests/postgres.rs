@@ -86,6 +86,37 @@ async fn migrate_twice_and_concurrently_is_harmless() {
     assert_eq!(count(&mut admin, stores[0].table()).await, 1);
 }
 
+/// A table at a schema version this release does not know (a later
+/// release's, or a build's before 0.1) is refused, and left as it is.
+#[tokio::test]
+async fn migrate_refuses_an_unknown_schema_version() {
+    let url = pg_server::url().await;
+    let schema = pg_server::unique_schema("unknown_version");
+    let store = PostgresStore::builder()
+        .schema(schema.clone())
+        .connect(&url)
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let mut admin = admin().await;
+    let versions = format!("\"{schema}\".idem_records_migrations");
+    sqlx::query(&format!("INSERT INTO {versions} (version) VALUES (5)"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let err = store.migrate().await.unwrap_err().to_string();
+    assert!(
+        err.contains("schema version 5") && err.contains("before 0.1"),
+        "{err}"
+    );
+    let kept: Vec<i32> =
+        sqlx::query_scalar(&format!("SELECT version FROM {versions} ORDER BY version"))
+            .fetch_all(&mut admin)
+            .await
+            .unwrap();
+    assert_eq!(kept, vec![1, 5]);
+}
+
 #[tokio::test]
 async fn custom_schema_and_table() {
     let url = pg_server::url().await;

@@ -27,6 +27,33 @@ idem_conformance::suite!(async {
     Idempotency::new(SqliteStore::open(temp_db("conformance.db")).await.unwrap())
 });
 
+/// A file at a schema version this release does not know (a later
+/// release's, or a build's before 0.1) is refused, and left as it is.
+#[tokio::test]
+async fn open_refuses_an_unknown_schema_version() {
+    let path = temp_db("unknown.db");
+    SqliteStore::open(&path).await.unwrap().close().await;
+    let url = format!("sqlite://{}", path.display());
+    let db = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query("INSERT INTO idem_migrations (version, applied_at) VALUES (4, 0)")
+        .execute(&db)
+        .await
+        .unwrap();
+    db.close().await;
+    let err = SqliteStore::open(&path).await.unwrap_err().to_string();
+    assert!(
+        err.contains("schema version 4") && err.contains("before 0.1"),
+        "{err}"
+    );
+    let db = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let versions: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM idem_migrations ORDER BY version")
+            .fetch_all(&db)
+            .await
+            .unwrap();
+    assert_eq!(versions, vec![1, 4]);
+}
+
 #[tokio::test]
 async fn opens_in_wal_mode_and_reopens() {
     let path = temp_db("wal.db");
