@@ -65,13 +65,11 @@ async fn apply(sql: &Sql, conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
     .await?
     .try_get(0)?;
     if done > CURRENT {
-        return Err(sqlx::Error::Configuration(
-            format!(
-                "the table {} is at schema version {done}, which this release of idem does not know (it reads {CURRENT}): \
-                 it was made by a later release, or by a build before 0.1; use that release, or drop the table and {} and migrate again",
-                sql.table, sql.versions
-            )
-            .into(),
+        return Err(crate::sql::schema::unknown_version(
+            &sql.table,
+            &sql.versions,
+            done,
+            CURRENT,
         ));
     }
     for (version, migration) in (1..).zip(MIGRATIONS) {

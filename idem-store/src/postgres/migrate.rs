@@ -44,13 +44,11 @@ pub(super) async fn run(sql: &Sql, conn: &mut PgConnection) -> Result<(), sqlx::
     .fetch_one(&mut *tx)
     .await?;
     if done > CURRENT {
-        return Err(sqlx::Error::Configuration(
-            format!(
-                "the table {} is at schema version {done}, which this release of idem does not know (it reads {CURRENT}): \
-                 it was made by a later release, or by a build before 0.1; use that release, or drop the table and its {} and migrate again",
-                sql.table, sql.versions
-            )
-            .into(),
+        return Err(crate::sql::schema::unknown_version(
+            &sql.table,
+            &sql.versions,
+            i64::from(done),
+            i64::from(CURRENT),
         ));
     }
     for (version, step) in (1..).zip(MIGRATIONS) {

@@ -52,3 +52,17 @@ impl Expected<'_> {
         ))
     }
 }
+
+/// The refusal of `migrate()` for a table at a version this release does
+/// not know (`done` above `current`): made by a later release, or by a
+/// build before 0.1; the table and its `versions` table are left as they
+/// are.
+pub(crate) fn unknown_version(table: &str, versions: &str, done: i64, current: i64) -> sqlx::Error {
+    sqlx::Error::Configuration(
+        format!(
+            "the table {table} is at schema version {done}, which this release of idem does not know (it reads {current}): \
+             it was made by a later release, or by a build before 0.1; use that release, or drop the table and {versions} and migrate again"
+        )
+        .into(),
+    )
+}
