@@ -26,23 +26,5 @@ idem_conformance::suite!(async {
 
 #[tokio::test]
 async fn records_spread_over_every_master() {
-    let nodes = nodes().await;
-    let idem = Idempotency::new(
-        RedisStore::builder()
-            .connect_cluster(nodes.clone())
-            .await
-            .unwrap(),
-    );
-    let scope = idem_conformance::scope("spread");
-    for k in 0..60u32 {
-        let out: Result<u32, idem::Error> =
-            idem.call(&scope, &k).run(|| async move { Ok(k) }).await;
-        out.unwrap();
-    }
-    for node in nodes {
-        let client = redis::Client::open(node.as_str()).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-        let keys: i64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
-        assert!(keys > 0, "node {node} holds no record");
-    }
+    cluster::assert_records_spread(nodes().await).await;
 }

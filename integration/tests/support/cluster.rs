@@ -63,3 +63,26 @@ fn start_cluster(start: fn(&[&str]) -> PrivateRedis) -> Vec<String> {
     std::mem::forget(servers);
     urls
 }
+
+/// Sixty calls through a store on the cluster of `nodes` leave records on
+/// every master: the keys spread over the hash slots.
+pub(crate) async fn assert_records_spread(nodes: Vec<String>) {
+    let idem = idem::Idempotency::new(
+        idem::RedisStore::builder()
+            .connect_cluster(nodes.clone())
+            .await
+            .unwrap(),
+    );
+    let scope = idem_conformance::scope("spread");
+    for k in 0..60u32 {
+        let out: Result<u32, idem::Error> =
+            idem.call(&scope, &k).run(|| async move { Ok(k) }).await;
+        out.unwrap();
+    }
+    for node in nodes {
+        let client = redis::Client::open(node.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let keys: i64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+        assert!(keys > 0, "node {node} holds no record");
+    }
+}
