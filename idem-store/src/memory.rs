@@ -140,10 +140,10 @@ impl Shard {
         if self.entries.len() < limit && !self.inserts.is_multiple_of(SWEEP_EVERY) {
             return Ok(());
         }
-        self.entries.retain(|_, entry| entry.kept > now);
-        for entry in self.entries.values_mut() {
+        self.entries.retain(|_, entry| {
             entry.compact(now);
-        }
+            entry.kept > now
+        });
         self.steps.sweep(now);
         if self.entries.len() < limit {
             return Ok(());
