@@ -110,6 +110,12 @@ pub struct Claim {
     /// [`ClaimOutcome::Expired`] either way. Set with
     /// [`with_tombstone`](Claim::with_tombstone).
     pub tombstone: bool,
+    /// Whether the caller keeps a completed record for its
+    /// [`expires_in`](ClaimOutcome::Completed::expires_in) (a local
+    /// cache): a store that pays for the record's lifetime with more work
+    /// (Redis: one more command per claim) reads it only then. Set with
+    /// [`with_expiry`](Claim::with_expiry).
+    pub expiry: bool,
 }
 
 impl Claim {
@@ -127,6 +133,7 @@ impl Claim {
             lease,
             site,
             tombstone: false,
+            expiry: false,
         }
     }
 
@@ -142,6 +149,23 @@ impl Claim {
     /// ```
     pub const fn with_tombstone(mut self) -> Self {
         self.tombstone = true;
+        self
+    }
+
+    /// The same claim, made by a caller that keeps a completed record as
+    /// long as it lives (a local cache), so the store answers the record's
+    /// [`expires_in`](ClaimOutcome::Completed::expires_in) even where that
+    /// costs more.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use idem::store::{Claim, Token};
+    /// let claim = Claim::new(Token::random(), idem::fingerprint::Fingerprint::NONE,
+    ///                        Duration::from_secs(30), "app::charge").with_expiry();
+    /// assert!(claim.expiry);
+    /// ```
+    pub const fn with_expiry(mut self) -> Self {
+        self.expiry = true;
         self
     }
 }
@@ -236,7 +260,9 @@ pub enum ClaimOutcome {
         /// The record's bytes, as given to [`Store::complete`](crate::Store::complete).
         record: Bytes,
         /// How long the record still lives, by the store's clock. A local
-        /// cache may keep the record this long and no longer.
+        /// cache may keep the record this long and no longer. Zero where
+        /// the claim did not ask for it ([`Claim::with_expiry`]) and the
+        /// store would pay to read it (Redis).
         expires_in: Duration,
     },
     /// The key's record has expired, but its tombstone

@@ -47,8 +47,8 @@ pub use builder::RedisStoreBuilder;
 ///
 /// Claim, complete, release and renew are each one round trip, atomic,
 /// with no window between a read and a write: the claim is a native
-/// `SET NX PX GET` (so Redis 7.0 or later, or Valkey) pipelined after a
-/// `PTTL`, and the fenced operations are each one `EVALSHA` (falling back to
+/// `SET NX PX GET` (so Redis 7.0 or later, or Valkey), and the fenced
+/// operations are each one `EVALSHA` (falling back to
 /// `EVAL` once if the script cache was flushed). On a server with native
 /// compare-and-set (Valkey ≥ 8.1, Redis ≥ 8.4; detected on connect and
 /// after a failed connection) completion, renewal and release are native
@@ -57,8 +57,9 @@ pub use builder::RedisStoreBuilder;
 /// tombstone ([`Call::tombstone`](idem_core::Call::tombstone)) claims and
 /// completes by script instead, still one round trip each: the tombstone
 /// is a small key of its own beside the record (136 bytes, see
-/// BENCHMARKS.md). A replayed duplicate is one round trip of two
-/// commands. Expiry is Redis's own `PX`; a claim's key outlives its lease
+/// BENCHMARKS.md). A replayed duplicate is one round trip of one
+/// command (two behind a local cache, which asks how long the record
+/// lives). Expiry is Redis's own `PX`; a claim's key outlives its lease
 /// by a day, so a claim that finds a lapsed one takes it over (by a
 /// script, one more trip, only then) and reports `took_over`. The
 /// connection is one

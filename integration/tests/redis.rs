@@ -114,7 +114,8 @@ async fn a_completed_record_reports_no_more_than_its_stored_ttl() {
         Fingerprint::NONE,
         Duration::from_secs(30),
         "redis-test",
-    );
+    )
+    .with_expiry();
     match store.claim(&key, &claim).await.unwrap() {
         ClaimOutcome::Completed {
             record, expires_in, ..
@@ -142,6 +143,83 @@ async fn a_completed_record_reports_no_more_than_its_stored_ttl() {
             assert!(expires_in > Duration::from_secs(50), "{expires_in:?}");
         }
         other => panic!("expected the completed record, got {other:?}"),
+    }
+}
+
+/// An in-progress value as another host's `RedisStore` writes it: `P`,
+/// token, fingerprint, the claim's time and lease (Unix milliseconds by
+/// that host's clock), the call site.
+fn claim_value(at_ms: u64, lease_ms: u64) -> Vec<u8> {
+    use idem::fingerprint::Fingerprint;
+    let mut value = b"P".to_vec();
+    value.extend_from_slice(&idem::store::Token::random().to_bytes());
+    value.extend_from_slice(Fingerprint::NONE.as_bytes());
+    value.extend_from_slice(&at_ms.to_be_bytes());
+    value.extend_from_slice(&lease_ms.to_be_bytes());
+    value.extend_from_slice(b"elsewhere");
+    value
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A claim answered without a `PTTL` estimates the holder's lease from
+/// its value, but Redis's clock judges a lapse: a value that says its
+/// lease ran out (a renewed claim, or a holder whose clock is behind) is
+/// answered in progress with the lease Redis counts, and a value that
+/// says more than its lease is left (a holder whose clock is ahead) does
+/// not keep a claim Redis let lapse.
+#[tokio::test]
+async fn redis_clock_judges_a_lease_the_claims_value_misjudges() {
+    use idem::Store;
+    use idem::fingerprint::Fingerprint;
+    use idem::store::{Claim, ClaimOutcome, Token};
+    let store = store().await;
+    let scope = idem_conformance::scope("estimate");
+    let day_ms = 24 * 60 * 60 * 1000;
+    let mut conn = raw().await;
+    let claim = Claim::new(
+        Token::random(),
+        Fingerprint::NONE,
+        Duration::from_secs(30),
+        "redis-test",
+    );
+    // Says lapsed an hour ago; Redis holds its lease 20 s more.
+    let renewed = RecordKey::new(&scope, "renewed");
+    let value = claim_value(unix_ms() - 3_600_000, 30_000);
+    let _: () = redis::cmd("SET")
+        .arg(store.redis_key(&renewed))
+        .arg(&value)
+        .arg("PX")
+        .arg(day_ms + 20_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    match store.claim(&renewed, &claim).await.unwrap() {
+        ClaimOutcome::InProgress { retry_after, .. } => {
+            assert!(retry_after > Duration::from_secs(15), "{retry_after:?}");
+            assert!(retry_after <= Duration::from_secs(20), "{retry_after:?}");
+        }
+        other => panic!("expected in progress, got {other:?}"),
+    }
+    // Says an hour more than its lease is left; Redis let it lapse.
+    let ahead = RecordKey::new(&scope, "ahead");
+    let value = claim_value(unix_ms() + 3_600_000, 30_000);
+    let _: () = redis::cmd("SET")
+        .arg(store.redis_key(&ahead))
+        .arg(&value)
+        .arg("PX")
+        .arg(day_ms - 1_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    match store.claim(&ahead, &claim).await.unwrap() {
+        ClaimOutcome::Won { took_over, .. } => assert!(took_over),
+        other => panic!("expected a takeover, got {other:?}"),
     }
 }
 

@@ -11,30 +11,35 @@
 //! # Ok(()) }
 //! ```
 //!
-//! - **One round trip per step.** The claim is a native `SET … NX PX GET`
-//!   (atomic: it claims a free key or answers the held value), pipelined
-//!   after a `PTTL` in one write; complete, release and renew each compare
-//!   the claim's token, so each is one Lua script call (`EVALSHA`, reloaded
-//!   once if the script cache was flushed). There is no window between a
-//!   read and a write. A replayed duplicate is one round trip. Needs Redis
-//!   7.0 or later (or Valkey), the first to accept `NX` with `GET`.
-//!   `tests/round_trips.rs` counts the turns on the wire through a proxy:
-//!   fresh key 2, replay 1, in-progress answer 1, release 1, a local-cache
-//!   hit 0. Commands per call (`INFO commandstats`, `tests/valkey.rs`):
-//!   fresh 3 (`PTTL`, `SET … NX GET`, the completion), replay 2. A claim
-//!   reads saved steps (`idem::step`) only where a released or lapsed
-//!   claim left them, by a script after its pipeline: that claim takes
-//!   two turns. The common hand-written pattern (GET, then SET NX, then SET)
+//! - **One round trip per step.** The claim is one native `SET … NX PX GET`
+//!   (atomic: it claims a free key or answers the held value); complete,
+//!   release and renew each compare the claim's token, so each is one Lua
+//!   script call (`EVALSHA`, reloaded once if the script cache was flushed)
+//!   or, with native compare-and-set, one command. There is no window
+//!   between a read and a write. A replayed duplicate is one round trip of
+//!   one command, as a `GET` is. Needs Redis 7.0 or later (or Valkey), the
+//!   first to accept `NX` with `GET`. `tests/round_trips.rs` counts the
+//!   turns on the wire through a proxy: fresh key 2, replay 1, in-progress
+//!   answer 1, release 1, a local-cache hit 0. Commands per call (`INFO
+//!   commandstats`, `tests/valkey.rs`): fresh 2 (`SET … NX GET`, the
+//!   completion), replay 1; a replay that fills a local cache also sends a
+//!   `PTTL` in the same write, for how long the cache may keep the record.
+//!   A claim reads saved steps (`idem::step`) only where a released or
+//!   lapsed claim left them, by a script after it: that claim takes two
+//!   turns. The common hand-written pattern (GET, then SET NX, then SET)
 //!   takes three trips and races between them.
 //! - **Expiry by Redis.** The key's `PX` is the lease plus a day while the
-//!   call runs, and the TTL once it completes; the lease left is the `PTTL`
-//!   less that day, so Redis's clock judges it. A claim whose holder vanished
+//!   call runs, and the TTL once it completes. A claim whose holder vanished
 //!   stays a day after its lease, so the next claim takes it over (by a
-//!   script that checks the lapse again, one more trip, only then) and says
-//!   so (`took_over`: a `reconcile` is asked). The fenced steps refuse a
-//!   lapsed claim as expired; with native compare-and-set they are native
-//!   while the lease is surely live by the host's clock (from before the
-//!   claim was sent, less 3%) and scripts after it.
+//!   script that judges the lapse by Redis's clock, the `PTTL` less that
+//!   day: one more trip, only then) and says so (`took_over`: a
+//!   `reconcile` is asked). Which claims ask the script is read from the
+//!   claim's value (its time and lease, against this host's clock): a
+//!   takeover may wait for the holder's clock's lead on this host's, never
+//!   a whole lease, and `Retry-After` is that estimate. The fenced steps
+//!   refuse a lapsed claim as expired; with native compare-and-set they
+//!   are native while the lease is surely live by the host's clock (from
+//!   before the claim was sent, less 3%) and scripts after it.
 //! - **Fenced.** Completion, release and renewal check the claim's 128-bit
 //!   token inside their script; a holder whose lease expired and was taken over
 //!   gets `Error::LeaseLost` and cannot overwrite.
@@ -43,8 +48,9 @@
 //!   key is never stored. One key per step, so Redis Cluster routes every
 //!   call (`tests/redis_cluster.rs` runs the conformance suite on a private
 //!   3-master cluster).
-//! - **Compact.** One string per record: `P` + token + fingerprint while in
-//!   progress, `C` + fingerprint + TTL + record once completed. A record holding a
+//! - **Compact.** One string per record: `P` + token + fingerprint + the
+//!   claim's time and lease + the call site while in progress, `C` +
+//!   fingerprint + TTL + record once completed. A record holding a
 //!   200-byte value takes **424 bytes** (`MEMORY USAGE`, Redis 7.0, measured by
 //!   `keys_are_prefixed_hashed_and_expire_by_px` in `tests/redis.rs`).
 //! - **Faults.** One multiplexed, reconnecting connection

@@ -101,7 +101,7 @@
 //! claim returns the saved steps in its own round trip (PostgreSQL: a
 //! column of the claim statement; SQLite: a read only when the claim's
 //! write says steps exist). On Redis a claim reads no steps, so that a
-//! replay is two commands; a claim that finds a released call's marker
+//! replay is one command; a claim that finds a released call's marker
 //! takes it over by a script that reads them: resuming costs one more
 //! round trip there. Counted on the wire by `tests/round_trips.rs` for a
 //! body of three steps:

@@ -389,7 +389,12 @@ impl<P> Call<P> {
             if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
                 return self.replayed(&hit.fingerprint, &hit.record, &span);
             }
-            let claim = self.claim();
+            // A local cache keeps a replayed record as long as it lives,
+            // which costs some stores a command: asked for only then.
+            let claim = match cache {
+                Some(_) => self.claim().with_expiry(),
+                None => self.claim(),
+            };
             let (finished, took_over) = match self
                 .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
                 .await

@@ -17,13 +17,14 @@ use idem_core::store::async_trait;
 use redis::{FromRedisValue, Value};
 
 use super::value::{
-    CLAIM_AT, RECORD_AT, RELEASED, corrupt, fingerprint_at, lease_left, remaining, ttl_at, unix_now,
+    CLAIM_AT, RECORD_AT, RELEASED, SITE_AT, corrupt, fingerprint_at, lease_left, millis_at,
+    remaining, unix_now,
 };
 use super::{Conn, RedisStore};
 
 /// How much of a value a listing reads: a claim's fenced fields, its time
 /// and a call site's name (longer names are cut).
-const HEAD_LEN: usize = CLAIM_AT + 8 + 256;
+const HEAD_LEN: usize = SITE_AT + 256;
 
 /// Keys a `SCAN` step asks for.
 const SCAN_COUNT: usize = 500;
@@ -146,7 +147,7 @@ fn info(
             None,
         ),
         Some(b'C') => {
-            let ttl = ttl_at(value, 33)?;
+            let ttl = millis_at(value, 33)?;
             let record = whole.then(|| Bytes::copy_from_slice(&value[RECORD_AT..]));
             let age = ttl.saturating_sub(left);
             let size = len.saturating_sub(RECORD_AT);
@@ -162,7 +163,7 @@ fn info(
     };
     let site = match value.first() {
         Some(b'P') => value
-            .get(CLAIM_AT + 8..)
+            .get(SITE_AT..)
             .filter(|site| !site.is_empty())
             .map(|site| String::from_utf8_lossy(site).into_owned()),
         _ => None,

@@ -1,6 +1,7 @@
-//! The claim: one pipeline of `PTTL` and `SET NX PX GET` (and `WAIT`,
-//! when replicas are awaited); a script after it only for a key whose
-//! claim lapsed or was released with steps kept (`TAKE_OVER`).
+//! The claim: one `SET NX PX GET` (after a `PTTL` for a claim that asks
+//! for the record's lifetime, and before a `WAIT` when replicas are
+//! awaited, in one pipeline); a script after it only for a key whose claim
+//! lapsed or was released with steps kept (`TAKE_OVER`).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -36,44 +37,32 @@ impl RedisStore {
         // `SET … NX GET` claims a free key, or leaves a held one as it is
         // and answers its value: atomic, and native, which costs Redis a
         // fraction of a script (and MULTI/EXEC around it costs more than
-        // the script). The `PTTL` before it, in the same pipeline (one
-        // write, one turn), gives the store-clock `Retry-After` and cache
-        // lifetime. The two may be split by other clients' commands, so
-        // the `PTTL` may be of an earlier value than the one read; it is
-        // sent first so that it can only be of one that existed before:
-        // either the value read, or one it replaced, in which case the
-        // value read was written after the `PTTL` ran and lives at least
-        // its own stored TTL from then. The lifetime reported is the
-        // smaller of the two, never later than the store's expiry.
+        // the script). Alone it is a replay's whole cost, as a `GET` is.
+        // An in-progress value then holds what estimates its lease left
+        // (`value::lease_left_estimate`); a record's lifetime is read only
+        // for a claim that asks for it (a local cache keeps the record
+        // that long), by a `PTTL` before it in the same pipeline (one
+        // write, one turn). The two may be split by other clients'
+        // commands, so the `PTTL` may be of an earlier value than the one
+        // read; it is sent first so that it can only be of one that
+        // existed before: either the value read, or one it replaced, in
+        // which case the value read was written after the `PTTL` ran and
+        // lives at least its own stored TTL from then. The lifetime
+        // reported is the smaller of the two, never later than the
+        // store's expiry.
         // A free key has no saved steps (a step's hash expires no later
         // than its claim's key, and a release that keeps steps leaves a
         // marker in the key), so the steps are read only by the script
-        // that replaces a lapsed or released claim: a replay is two
-        // commands.
+        // that replaces a lapsed or released claim.
         let redis_key = self.redis_key(key);
         // With native compare-and-set the claim's value is kept, for the
         // fenced operations to compare (see `native.rs`).
         let mut kept = self.native.set_ifeq().then(Vec::new);
         let sent = Instant::now();
-        let mut pipe = self.claim_pipeline(key, &redis_key, claim, kept.as_mut())?;
-        let found = if let Some(replicas) = &self.replicas {
-            replicas.append(&mut pipe);
-            let (pttl, held, acks): (i64, Option<Vec<u8>>, u32) = self
-                .claim_replies(&pipe, claim.tombstone)
-                .await
-                .map_err(store_error)?;
-            if held.is_none() {
-                replicas.check(acks, "claim")?;
-            }
-            claimed(pttl, held)?
-        } else {
-            let (pttl, held) = match self.claim_replies(&pipe, claim.tombstone).await {
-                Ok(answer) => answer,
-                Err(err) if refuses_writes(&err) => self.read_instead(&redis_key, err).await?,
-                Err(err) => return Err(store_error(err)),
-            };
-            claimed(pttl, held)?
-        };
+        let (pttl, held) = self
+            .send_claim(key, &redis_key, claim, kept.as_mut())
+            .await?;
+        let found = claimed(pttl, held)?;
         let outcome = match found {
             Claimed::Outcome(outcome) => outcome,
             Claimed::Replace(held) => {
@@ -100,9 +89,45 @@ impl RedisStore {
         Ok(outcome)
     }
 
-    /// The claim's commands: `PTTL` and `SET … NX PX GET`, or, for a call
-    /// that keeps tombstones, the script that answers as they would; the
-    /// claim's value is also written into `kept` when given.
+    /// Sends the claim and answers the key's `PTTL` (when the claim read
+    /// it) and the value `SET … NX GET` found. A plain claim is that one
+    /// command; the pipeline adds the `PTTL` for a claim that asks for
+    /// the record's lifetime, the `WAIT` for awaited replicas, or is the
+    /// tombstone script.
+    async fn send_claim(
+        &self,
+        key: &RecordKey,
+        redis_key: &[u8],
+        claim: &Claim,
+        kept: Option<&mut Vec<u8>>,
+    ) -> Result<(Option<i64>, Option<Vec<u8>>), StoreError> {
+        let answer = if claim.expiry || claim.tombstone || self.replicas.is_some() {
+            let pipe = self.claim_pipeline(key, redis_key, claim, kept)?;
+            self.claim_replies(&pipe, claim).await
+        } else {
+            let set = set_nx_get(redis_key, claim, unix_now(), kept)?;
+            self.send_cmd(&set).await.map(|held| (None, held, None))
+        };
+        match answer {
+            Ok((pttl, held, acks)) => {
+                if let (Some(replicas), Some(acks), None) = (&self.replicas, acks, &held) {
+                    replicas.check(acks, "claim")?;
+                }
+                Ok((pttl, held))
+            }
+            Err(err) if refuses_writes(&err) && self.replicas.is_none() => {
+                let (pttl, held) = self.read_instead(redis_key, err).await?;
+                Ok((Some(pttl), held))
+            }
+            Err(err) => Err(store_error(err)),
+        }
+    }
+
+    /// The claim's pipeline: `SET … NX PX GET` after a `PTTL` when the
+    /// claim asks for the record's lifetime, or, for a call that keeps
+    /// tombstones, the script that answers as those two would; then the
+    /// `WAIT` for awaited replicas. The claim's value is also written into
+    /// `kept` when given.
     fn claim_pipeline(
         &self,
         key: &RecordKey,
@@ -111,18 +136,50 @@ impl RedisStore {
         kept: Option<&mut Vec<u8>>,
     ) -> Result<redis::Pipeline, StoreError> {
         let mut pipe = redis::Pipeline::with_capacity(3);
-        if !claim.tombstone {
-            pipe.add_command(command([b"PTTL".as_slice(), redis_key]))
-                .add_command(set_nx_get(redis_key, claim, unix_now(), kept)?);
-            return Ok(pipe);
+        if claim.tombstone {
+            let value = claim_value(claim)?;
+            if let Some(kept) = kept {
+                kept.clone_from(&value);
+            }
+            let marker = self.tombstone_key(key);
+            pipe.add_command(tombstone::claim(redis_key, &marker, &value, claim));
+        } else {
+            if claim.expiry {
+                pipe.add_command(command([b"PTTL".as_slice(), redis_key]));
+            }
+            pipe.add_command(set_nx_get(redis_key, claim, unix_now(), kept)?);
         }
-        let value = claim_value(claim)?;
-        if let Some(kept) = kept {
-            kept.clone_from(&value);
+        if let Some(replicas) = &self.replicas {
+            replicas.append(&mut pipe);
         }
-        let marker = self.tombstone_key(key);
-        pipe.add_command(tombstone::claim(redis_key, &marker, &value, claim));
         Ok(pipe)
+    }
+
+    /// The claim pipeline's replies: the `PTTL` when sent, the value found,
+    /// and the replicas' acknowledgements when awaited. A tombstoned
+    /// claim's script answers its two as one array (`tombstone::CLAIM`),
+    /// spread here.
+    async fn claim_replies(
+        &self,
+        pipe: &redis::Pipeline,
+        claim: &Claim,
+    ) -> redis::RedisResult<(Option<i64>, Option<Vec<u8>>, Option<u32>)> {
+        let answer: Vec<redis::Value> = self.query_raw(pipe).await?;
+        let mut replies = match claim.tombstone {
+            true => tombstone::spread(answer),
+            false => answer,
+        }
+        .into_iter();
+        let pttl = match claim.expiry || claim.tombstone {
+            true => Some(next(&mut replies)?),
+            false => None,
+        };
+        let held = next(&mut replies)?;
+        let acks = match self.replicas {
+            Some(_) => Some(next(&mut replies)?),
+            None => None,
+        };
+        Ok((pttl, held, acks))
     }
 
     /// Replaces a claim whose lease lapsed, or a released claim's marker
@@ -152,20 +209,6 @@ impl RedisStore {
             replicas.check(acks, "claim")?;
         }
         Ok(outcome)
-    }
-
-    /// The claim pipeline's replies: a tombstoned claim's script answers
-    /// its two as one array (`tombstone::CLAIM`), spread here.
-    async fn claim_replies<T: redis::FromRedisValue>(
-        &self,
-        pipe: &redis::Pipeline,
-        tombstoned: bool,
-    ) -> redis::RedisResult<T> {
-        if !tombstoned {
-            return self.query_raw(pipe).await;
-        }
-        let answer: Vec<redis::Value> = self.query_raw(pipe).await?;
-        tombstone::spread(answer)
     }
 
     /// The claim on a server that refuses writes (at `maxmemory` with
@@ -240,7 +283,7 @@ fn taken_over(answer: redis::Value) -> Result<ClaimOutcome, StoreError> {
         (Some(redis::Value::Int(0)), 3) => {
             let held: Option<Vec<u8>> = from_value(items.pop())?;
             let pttl: i64 = from_value(items.pop())?;
-            match claimed(pttl, held)? {
+            match claimed(Some(pttl), held)? {
                 Claimed::Outcome(outcome) => Ok(outcome),
                 // Another value that lapsed or was released meanwhile: the
                 // next claim replaces it.
@@ -252,6 +295,15 @@ fn taken_over(answer: redis::Value) -> Result<ClaimOutcome, StoreError> {
         }
         _ => Err(corrupt("a takeover answered an unknown list")),
     }
+}
+
+/// The next of a pipeline's replies (nil where none is left).
+fn next<T: redis::FromRedisValue>(
+    replies: &mut impl Iterator<Item = redis::Value>,
+) -> redis::RedisResult<T> {
+    Ok(redis::from_redis_value(
+        replies.next().unwrap_or(redis::Value::Nil),
+    )?)
 }
 
 fn from_value<T: redis::FromRedisValue>(value: Option<redis::Value>) -> Result<T, StoreError> {
@@ -279,6 +331,7 @@ mod tests {
         value.extend_from_slice(&claim.token.to_bytes());
         value.extend_from_slice(claim.fingerprint.as_bytes());
         value.extend_from_slice(&1_700_000_000_123u64.to_be_bytes());
+        value.extend_from_slice(&30_000u64.to_be_bytes());
         value.extend_from_slice(b"orders::charge");
         let mut plain = redis::cmd("SET");
         plain

@@ -147,7 +147,7 @@ pub(super) fn claim(redis_key: &[u8], marker: &[u8], value: &[u8], claim: &Claim
 
 /// A tombstoned claim pipeline's replies as the `PTTL` and `SET … NX PX
 /// GET` replies (and whatever follows them) would be.
-pub(super) fn spread<T: redis::FromRedisValue>(answer: Vec<redis::Value>) -> redis::RedisResult<T> {
+pub(super) fn spread(answer: Vec<redis::Value>) -> Vec<redis::Value> {
     let mut replies = Vec::with_capacity(answer.len() + 1);
     for (i, reply) in answer.into_iter().enumerate() {
         match reply {
@@ -158,5 +158,5 @@ pub(super) fn spread<T: redis::FromRedisValue>(answer: Vec<redis::Value>) -> red
             other => replies.push(other),
         }
     }
-    Ok(redis::from_redis_value(redis::Value::Array(replies))?)
+    replies
 }

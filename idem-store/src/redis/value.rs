@@ -33,13 +33,14 @@ pub(super) fn fingerprint_at(value: &[u8], at: usize) -> Result<Fingerprint, Sto
         .ok_or_else(|| corrupt("fingerprint is not 32 bytes"))
 }
 
-/// The TTL a completed value was stored with, at `at`.
-pub(super) fn ttl_at(value: &[u8], at: usize) -> Result<Duration, StoreError> {
+/// A duration of 8 big-endian milliseconds in a stored value, at `at`:
+/// the TTL a completed value was stored with, a claim's time or lease.
+pub(super) fn millis_at(value: &[u8], at: usize) -> Result<Duration, StoreError> {
     value
         .get(at..at + 8)
         .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
         .map(|ms| Duration::from_millis(u64::from_be_bytes(ms)))
-        .ok_or_else(|| corrupt("TTL is not 8 bytes"))
+        .ok_or_else(|| corrupt("a duration is not 8 bytes"))
 }
 
 /// What a `PTTL` answered, as a duration (none when negative).
@@ -79,19 +80,30 @@ pub(super) enum Claimed {
 }
 
 /// What a claim's `SET … NX GET` answered: nothing (the claim is ours), a
-/// completed record, another caller's claim, or a lapsed claim.
-pub(super) fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<Claimed, StoreError> {
+/// completed record, another caller's claim, or a lapsed claim. `pttl` is
+/// the key's `PTTL` read just before, when the claim asked for it (a call
+/// with a local cache or tombstones, and the takeover script): a
+/// record's lifetime and a claim's lease left by Redis's clock. Without
+/// it, a record's lifetime is zero (not asked), and a claim's lease left
+/// is estimated from its value ([`lease_left_estimate`]).
+pub(super) fn claimed(pttl: Option<i64>, held: Option<Vec<u8>>) -> Result<Claimed, StoreError> {
     let Some(held) = held else {
         return Ok(Claimed::Outcome(ClaimOutcome::won(false, Vec::new())));
     };
     let outcome = match held.first() {
         Some(b'C') if held.len() >= RECORD_AT => {
             let fingerprint = fingerprint_at(&held, 1)?;
-            let expires_in = remaining(pttl).min(ttl_at(&held, 33)?);
+            let expires_in = match pttl {
+                Some(pttl) => remaining(pttl).min(millis_at(&held, 33)?),
+                None => Duration::ZERO,
+            };
             ClaimOutcome::completed(fingerprint, record_of(held), expires_in)
         }
-        Some(b'P') if held.len() >= CLAIM_AT => {
-            let left = lease_left(pttl);
+        Some(b'P') if held.len() >= SITE_AT => {
+            let left = match pttl {
+                Some(pttl) => lease_left(pttl),
+                None => lease_left_estimate(&held, unix_now()),
+            };
             if left.is_zero() {
                 return Ok(Claimed::Replace(held));
             }
@@ -102,13 +114,31 @@ pub(super) fn claimed(pttl: i64, held: Option<Vec<u8>>) -> Result<Claimed, Store
         // call's claim where the record has expired: `T`, fingerprint, the
         // tombstone's length; it expired that length less the `PTTL` ago.
         Some(b'T') => {
-            let tombstone = ttl_at(&held, 33)?;
-            let expired_ago = tombstone.saturating_sub(remaining(pttl));
+            let tombstone = millis_at(&held, 33)?;
+            let expired_ago = tombstone.saturating_sub(remaining(pttl.unwrap_or(0)));
             ClaimOutcome::expired(fingerprint_at(&held, 1)?, expired_ago)
         }
         _ => return Err(corrupt("unknown state")),
     };
     Ok(Claimed::Outcome(outcome))
+}
+
+/// The lease left of an in-progress value found without a `PTTL`, by the
+/// claim's time and lease written in it and this host's clock (`now`):
+/// zero, so that the takeover script judges by Redis's clock, once it says
+/// the lease ran out, or where it says more than the whole lease is left
+/// (the claimer's clock is ahead of this one). Only which answer to ask
+/// for rests on it: a lease the estimate still counts as running has run
+/// out at Redis by at most the claimer's clock's lead on this host's, and
+/// never by a whole lease; a takeover is always Redis's judgement. A
+/// renewal keeps the value, so a renewed claim's estimate runs out early
+/// and the script answers its lease left instead.
+pub(super) fn lease_left_estimate(held: &[u8], now: Duration) -> Duration {
+    let (Ok(at), Ok(lease)) = (millis_at(held, CLAIM_AT), millis_at(held, LEASE_AT)) else {
+        return Duration::ZERO;
+    };
+    let left = (at + lease).saturating_sub(now);
+    if left > lease { Duration::ZERO } else { left }
 }
 
 /// The record of a completed value, in the value's own buffer: advancing
@@ -125,12 +155,21 @@ fn record_of(held: Vec<u8>) -> Bytes {
 /// when it replaces a lapsed or released claim (see `scripts::RELEASE`).
 pub(super) const RELEASED: u8 = b'R';
 
-/// Where a claim's listing fields start: `P`, token, fingerprint.
+/// Where a claim's own fields start: `P`, token, fingerprint; the fenced
+/// operations compare no more.
 pub(super) const CLAIM_AT: usize = 1 + 16 + 32;
 
-/// An in-progress value: `P`, token, fingerprint, then for listing only
-/// (`idem list`; the fenced operations read the first 49 bytes) the claim's
-/// time in Unix milliseconds by the claimer's clock and the call site's
+/// Where a claim's lease, in milliseconds, is written: after the claim's
+/// time.
+pub(super) const LEASE_AT: usize = CLAIM_AT + 8;
+
+/// Where a claim's call site's name starts.
+pub(super) const SITE_AT: usize = LEASE_AT + 8;
+
+/// An in-progress value: `P`, token, fingerprint, then the claim's time
+/// in Unix milliseconds by the claimer's clock and its lease in
+/// milliseconds (for listing, and for estimating the lease left where the
+/// claim read no `PTTL`: [`lease_left_estimate`]), then the call site's
 /// name. Expiry never reads that time: it is Redis's `PX`. Written
 /// straight into the command that sends it; `now` is `unix_now()`.
 pub(super) fn write_claim_value(
@@ -138,19 +177,20 @@ pub(super) fn write_claim_value(
     claim: &Claim,
     now: Duration,
 ) -> io::Result<()> {
-    // The fixed part gathered first: one write instead of four.
-    let mut head = [0u8; CLAIM_AT + 8];
+    // The fixed part gathered first: one write instead of five.
+    let mut head = [0u8; SITE_AT];
     head[0] = b'P';
     head[1..17].copy_from_slice(&claim.token.to_bytes());
     head[17..CLAIM_AT].copy_from_slice(claim.fingerprint.as_bytes());
-    head[CLAIM_AT..].copy_from_slice(&(now.as_millis() as u64).to_be_bytes());
+    head[CLAIM_AT..LEASE_AT].copy_from_slice(&(now.as_millis() as u64).to_be_bytes());
+    head[LEASE_AT..].copy_from_slice(&millis(claim.lease).to_be_bytes());
     out.write_all(&head)?;
     out.write_all(claim.site.as_bytes())
 }
 
 /// How long a claim's value is.
 pub(super) fn claim_value_len(claim: &Claim) -> usize {
-    CLAIM_AT + 8 + claim.site.len()
+    SITE_AT + claim.site.len()
 }
 
 /// The wall-clock time since the Unix epoch (zero before it), for a
@@ -163,3 +203,83 @@ pub(super) fn unix_now() -> Duration {
 
 /// Where a completed value's record starts: `C`, fingerprint, TTL.
 pub(super) const RECORD_AT: usize = 1 + 32 + 8;
+
+#[cfg(test)]
+mod tests {
+    use idem_core::store::Token;
+
+    use super::*;
+
+    fn written(lease_ms: u64, at_ms: u64) -> Vec<u8> {
+        let claim = Claim::new(
+            Token::random(),
+            Fingerprint::NONE,
+            Duration::from_millis(lease_ms),
+            "site",
+        );
+        let mut value = Vec::new();
+        write_claim_value(&mut value, &claim, Duration::from_millis(at_ms)).unwrap();
+        value
+    }
+
+    #[test]
+    fn a_claims_lease_left_is_estimated_from_its_time_and_lease() {
+        let value = written(30_000, 1_000_000);
+        let at = |ms| lease_left_estimate(&value, Duration::from_millis(ms));
+        assert_eq!(at(1_000_000), Duration::from_millis(30_000));
+        assert_eq!(at(1_010_000), Duration::from_millis(20_000));
+        // Run out: zero, for the takeover script to judge.
+        assert_eq!(at(1_030_000), Duration::ZERO);
+        assert_eq!(at(2_000_000), Duration::ZERO);
+        // More than the lease left: the claimer's clock is ahead; the
+        // script judges.
+        assert_eq!(at(990_000), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_claim_found_without_pttl_answers_the_estimate() {
+        let now = unix_now().as_millis() as u64;
+        let live = written(60_000, now);
+        match claimed(None, Some(live)).unwrap() {
+            Claimed::Outcome(ClaimOutcome::InProgress { retry_after, .. }) => {
+                assert!(retry_after > Duration::from_secs(50), "{retry_after:?}");
+                assert!(retry_after <= Duration::from_secs(60), "{retry_after:?}");
+            }
+            _ => panic!("expected in progress"),
+        }
+        let lapsed = written(60_000, now - 61_000);
+        assert!(matches!(
+            claimed(None, Some(lapsed)).unwrap(),
+            Claimed::Replace(_)
+        ));
+        // With a `PTTL`, Redis's clock decides, whatever the value says.
+        let lapsed = written(60_000, now - 61_000);
+        let pttl = KEPT_AFTER_LEASE_MS as i64 + 5_000;
+        match claimed(Some(pttl), Some(lapsed)).unwrap() {
+            Claimed::Outcome(ClaimOutcome::InProgress { retry_after, .. }) => {
+                assert_eq!(retry_after, Duration::from_millis(5_000));
+            }
+            _ => panic!("expected in progress"),
+        }
+    }
+
+    #[test]
+    fn a_record_found_without_pttl_has_no_lifetime() {
+        let mut value = vec![b'C'];
+        value.extend_from_slice(Fingerprint::NONE.as_bytes());
+        value.extend_from_slice(&60_000u64.to_be_bytes());
+        value.extend_from_slice(b"record");
+        let lifetime = |pttl| match claimed(pttl, Some(value.clone())).unwrap() {
+            Claimed::Outcome(ClaimOutcome::Completed {
+                expires_in, record, ..
+            }) => {
+                assert_eq!(&record[..], b"record");
+                expires_in
+            }
+            _ => panic!("expected completed"),
+        };
+        assert_eq!(lifetime(None), Duration::ZERO);
+        assert_eq!(lifetime(Some(59_000)), Duration::from_millis(59_000));
+        assert_eq!(lifetime(Some(90_000)), Duration::from_millis(60_000));
+    }
+}
