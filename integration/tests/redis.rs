@@ -223,6 +223,58 @@ async fn redis_clock_judges_a_lease_the_claims_value_misjudges() {
     }
 }
 
+/// A record past its TTL whose tombstone's marker stands lists, inspects
+/// and counts as a tombstone (a live record's marker is not listed apart).
+#[tokio::test]
+async fn admin_lists_counts_and_inspects_tombstones() {
+    use idem::Store;
+    use idem::admin::{Admin, ListFilter, RecordState};
+    let prefix = format!(
+        "idem-tomb-{:x}:",
+        idem::store::Token::random().to_u128() as u32
+    );
+    let store = RedisStore::builder()
+        .prefix(&prefix)
+        .connect(&redis_server::url().await)
+        .await
+        .unwrap();
+    let idem = Idempotency::new(store.clone());
+    let pay = |key: &'static str, ttl: Duration| {
+        idem.call("tomb", key)
+            .ttl(ttl)
+            .tombstone(Duration::from_secs(60))
+            .run(|| async { Ok::<_, Error>(String::from("charged")) })
+    };
+    pay("o-1", Duration::from_millis(300)).await.unwrap();
+    pay("o-2", Duration::from_secs(3600)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let key = RecordKey::new("tomb", "o-1");
+    let info = store.inspect(&key).await.unwrap().expect("the tombstone");
+    assert_eq!(info.state, RecordState::Tombstone);
+    let left = info.expires_in.expect("the tombstone's time left");
+    assert!(
+        left > Duration::from_secs(55) && left <= Duration::from_secs(60),
+        "{left:?}"
+    );
+    assert!(info.age >= Duration::from_millis(800), "{:?}", info.age);
+    let listed = store.list(&ListFilter::default()).await.unwrap();
+    let states: Vec<_> = listed.iter().map(|info| (info.key, info.state)).collect();
+    assert_eq!(listed.len(), 2, "{states:?}");
+    assert!(
+        states.contains(&(key, RecordState::Tombstone)),
+        "{states:?}"
+    );
+    let live = RecordKey::new("tomb", "o-2");
+    assert!(
+        states.contains(&(live, RecordState::Completed)),
+        "{states:?}"
+    );
+    let stats = store.stats().await.unwrap();
+    assert_eq!((stats.tombstones, stats.completed), (1, 1));
+    store.forget(&key).await.unwrap();
+    assert!(store.inspect(&key).await.unwrap().is_none());
+}
+
 #[tokio::test]
 async fn a_flushed_script_cache_is_reloaded() {
     let idem = Idempotency::new(store().await);

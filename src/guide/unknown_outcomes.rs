@@ -112,15 +112,15 @@
 //! ```
 //!
 //! Every store keeps them. Memory keeps the entry without its value. The
-//! SQL stores keep the row: a nullable `tombstone_until` column (added by
-//! a migration), judged by the server's clock in the claim's one
+//! SQL stores keep the row: a nullable `tombstone_until` column, judged by the server's clock in the claim's one
 //! statement; `purge_expired` (and `idem purge`) drops the value of a row
 //! in its tombstone and deletes it once the tombstone has passed, and
 //! `idem list`/`inspect`/`stats` show it as `tombstone`. Redis
 //! keeps a marker key of its own in the record's hash slot (`PX` = TTL +
 //! tombstone), written by the completion: only calls that ask for a
 //! tombstone pay for it (their claim and completion are scripts; other
-//! calls keep the native commands); `idem list` does not show these
-//! markers. A call that stops asking for a tombstone on Redis does not
-//! look for one written before. What a
-//! tombstone costs is measured in BENCHMARKS.md.
+//! calls keep the native commands); `idem list`/`inspect`/`stats` show a
+//! marker whose record has expired as `tombstone`, and Redis drops it when
+//! its `PX` runs out (`idem purge` has nothing to do there). A call that
+//! stops asking for a tombstone on Redis does not look for one written
+//! before. What a tombstone costs is measured in BENCHMARKS.md.

@@ -30,8 +30,12 @@ const HEAD_LEN: usize = SITE_AT + 256;
 const SCAN_COUNT: usize = 500;
 
 impl RedisStore {
-    /// The record keys under the prefix, one `SCAN` step at a time.
-    async fn scan_step(&self, cursor: u64) -> Result<(u64, Vec<Vec<u8>>), StoreError> {
+    /// The record keys under the prefix, one `SCAN` step at a time, and
+    /// the records whose tombstone's marker it found.
+    async fn scan_step(
+        &self,
+        cursor: u64,
+    ) -> Result<(u64, Vec<Vec<u8>>, Vec<RecordKey>), StoreError> {
         if matches!(self.conn, Conn::Cluster(_)) {
             return Err(StoreError::unsupported(
                 "redis",
@@ -55,10 +59,43 @@ impl RedisStore {
             .arg(SCAN_COUNT);
         let ((next, keys),): ((u64, Vec<Vec<u8>>),) = self.query(&pipe).await?;
         let width = self.prefix.len() + 32;
-        Ok((
-            next,
-            keys.into_iter().filter(|k| k.len() == width).collect(),
-        ))
+        let (records, others): (Vec<_>, Vec<_>) = keys.into_iter().partition(|k| k.len() == width);
+        let markers = others.into_iter().filter_map(|k| self.marked(&k)).collect();
+        Ok((next, records, markers))
+    }
+
+    /// The record a tombstone's marker key stands for, if `key` is one.
+    fn marked(&self, key: &[u8]) -> Option<RecordKey> {
+        let hashed: [u8; 32] = key.get(key.len().checked_sub(32)?..)?.try_into().ok()?;
+        let record = RecordKey::from_bytes(hashed);
+        (self.tombstone_key(&record) == key).then_some(record)
+    }
+
+    /// The tombstones among `records`' markers whose record has expired
+    /// (a live record is listed as itself).
+    async fn read_tombstones(&self, records: &[RecordKey]) -> Result<Vec<RecordInfo>, StoreError> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for record in records {
+            let marker = self.tombstone_key(record);
+            pipe.cmd("EXISTS").arg(self.redis_key(record));
+            pipe.cmd("PTTL").arg(&marker).cmd("GET").arg(&marker);
+        }
+        let answers: Vec<Value> = self.query(&pipe).await?;
+        let mut out = Vec::new();
+        for (record, answer) in records.iter().zip(answers.chunks(3)) {
+            let [exists, pttl, value] = answer else {
+                return Err(corrupt("short pipeline answer"));
+            };
+            let (exists, pttl): (bool, i64) = (parse(exists)?, parse(pttl)?);
+            let value: Option<Vec<u8>> = parse(value)?;
+            if let Some(value) = value.filter(|_| !exists && pttl > 0) {
+                out.push(tombstone_info(*record, pttl, &value)?);
+            }
+        }
+        Ok(out)
     }
 
     /// Each key's record, read with its remaining time; `whole` reads the
@@ -111,8 +148,10 @@ impl RedisStore {
     ) -> Result<Vec<RecordInfo>, StoreError> {
         let (mut cursor, mut out) = (0, Vec::new());
         loop {
-            let (next, keys) = self.scan_step(cursor).await?;
+            let (next, keys, markers) = self.scan_step(cursor).await?;
             out.extend(self.read(&keys, false).await?.into_iter().filter(&mut keep));
+            let tombstones = self.read_tombstones(&markers).await?;
+            out.extend(tombstones.into_iter().filter(&mut keep));
             if next == 0 {
                 return Ok(out);
             }
@@ -177,6 +216,18 @@ fn info(
     Ok(info)
 }
 
+/// A tombstone, from its marker (`tombstone.rs`) and the marker's `PTTL`:
+/// what is left is the tombstone's; its age is since the record was
+/// completed (its TTL and the tombstone, less what is left).
+fn tombstone_info(key: RecordKey, pttl: i64, marker: &[u8]) -> Result<RecordInfo, StoreError> {
+    let (tombstone, ttl) = (millis_at(marker, 33)?, millis_at(marker, 41)?);
+    let left = remaining(pttl);
+    let mut info = RecordInfo::new(key, RecordState::Tombstone, fingerprint_at(marker, 1)?);
+    info.age = (ttl + tombstone).saturating_sub(left);
+    info.expires_in = Some(left);
+    Ok(info)
+}
+
 /// Since a claim was won, by the claimer's clock.
 fn claim_age(value: &[u8]) -> Result<Duration, StoreError> {
     let at = value
@@ -210,7 +261,10 @@ impl Admin for RedisStore {
 
     async fn inspect(&self, key: &RecordKey) -> Result<Option<RecordInfo>, StoreError> {
         let found = self.read(&[self.redis_key(key)], true).await?;
-        Ok(found.into_iter().next())
+        match found.into_iter().next() {
+            Some(info) => Ok(Some(info)),
+            None => Ok(self.read_tombstones(&[*key]).await?.into_iter().next()),
+        }
     }
 
     /// Nothing to delete: Redis drops a record when its `PX` runs out.
@@ -224,6 +278,7 @@ impl Admin for RedisStore {
             match info.state {
                 RecordState::InProgress => stats.in_progress += 1,
                 RecordState::Completed => stats.completed += 1,
+                RecordState::Tombstone => stats.tombstones += 1,
                 _ => stats.expired += 1,
             }
             stats.bytes += info.size as u64;

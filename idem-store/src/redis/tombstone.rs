@@ -1,6 +1,6 @@
 //! Tombstones: a small marker key next to the record's, `T` + fingerprint
-//! (32 bytes) + the tombstone's length (8 bytes, milliseconds,
-//! big-endian), under `PX` = TTL + tombstone, written by the completion
+//! (32 bytes) + the tombstone's length and the record's TTL (8 bytes each,
+//! milliseconds, big-endian), under `PX` = TTL + tombstone, written by the completion
 //! of a call that asks for one. Its record then expires as any other; the
 //! marker outlives it, so a claim that finds no record but the marker
 //! answers `ClaimOutcome::Expired` (how long ago: the tombstone's length
@@ -37,8 +37,9 @@ if held then return {pttl, held} end
 return {pttl}
 ";
 
-/// `scripts::COMPLETE`, writing the marker too (ARGV[6]: the tombstone in
-/// ms, 8 bytes; ARGV[7]: TTL + tombstone in ms, as digits). A late holder
+/// `scripts::COMPLETE`, writing the marker too (ARGV[6]: the tombstone
+/// and the TTL in ms, 8 bytes each; ARGV[7]: TTL + tombstone in ms, as
+/// digits). A late holder
 /// that finds the marker lost to the call that completed.
 const COMPLETE: &str = r"
 local v = redis.call('GET', KEYS[1])
@@ -113,7 +114,7 @@ impl RedisStore {
             .arg(ttl)
             .arg(&ttl.to_be_bytes()[..])
             .arg(if again { "1" } else { "0" })
-            .arg(&tombstone.to_be_bytes()[..])
+            .arg(&[tombstone.to_be_bytes(), ttl.to_be_bytes()].concat()[..])
             .arg(ttl.saturating_add(tombstone));
         let Some(replicas) = &self.replicas else {
             let (held,): (i64,) = self.query_raw(&pipe).await?;
