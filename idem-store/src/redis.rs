@@ -163,10 +163,7 @@ impl Store for RedisStore {
         record: &[u8],
         kept: Retention,
     ) -> Result<Fence, StoreError> {
-        if kept.tombstone.is_some() {
-            return self.complete_tombstoned(key, token, record, kept).await;
-        }
-        self.complete_fenced(key, token, record, kept.ttl).await
+        self.complete_fenced(key, token, record, kept).await
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use idem_core::StoreError;
 use idem_core::key::RecordKey;
-use idem_core::store::{Fence, Token};
+use idem_core::store::{Fence, Retention, Token};
 use redis::Script;
 
 use super::RedisStore;
@@ -18,19 +18,24 @@ use super::scripts::{COMPLETE, fence};
 use super::value::{claim_px, millis};
 
 impl RedisStore {
-    /// `Store::complete`.
+    /// `Store::complete`. A tombstone's marker is written by the script
+    /// alone.
     pub(super) async fn complete_fenced(
         &self,
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        retention: Retention,
     ) -> Result<Fence, StoreError> {
         if let Some(kept) = self.native.take(*key, token)
             && kept.live()
             && self.native.set_ifeq()
+            && retention.tombstone.is_none()
         {
-            match self.complete_cas(key, &kept.value, record, ttl).await {
+            match self
+                .complete_cas(key, &kept.value, record, retention.ttl)
+                .await
+            {
                 Ok(Some(fence)) => return Ok(fence),
                 Ok(None) => self.refused_native(),
                 Err(err) => {
@@ -40,7 +45,7 @@ impl RedisStore {
                 }
             }
         }
-        self.complete_script(key, token, record, ttl).await
+        self.complete_script(key, token, record, retention).await
     }
 
     /// `Store::release`.
@@ -103,31 +108,44 @@ impl RedisStore {
         self.recheck.store(true, Ordering::Relaxed);
     }
 
-    /// The completion by script.
+    /// The completion by script, which also writes the tombstone's marker
+    /// where `retention` keeps one (see `scripts::COMPLETE`).
     async fn complete_script(
         &self,
         key: &RecordKey,
         token: Token,
         record: &[u8],
-        ttl: Duration,
+        retention: Retention,
     ) -> Result<Fence, StoreError> {
-        let ttl = millis(ttl);
-        let mut digits = itoa::Buffer::new();
+        let ttl = millis(retention.ttl);
+        let tombstone = retention.tombstone.map(millis);
+        let (mut digits, mut total) = (itoa::Buffer::new(), itoa::Buffer::new());
         let px = digits.format(ttl).as_bytes();
-        let args: [&[u8]; 4] = [&token.to_bytes(), record, px, &ttl.to_be_bytes()];
-        let Some(replicas) = &self.replicas else {
-            return self.complete_once_more(key, args).await;
+        let (token, ttl_ms) = (token.to_bytes(), ttl.to_be_bytes());
+        let marker: Vec<u8> = match tombstone {
+            Some(tombstone) => [tombstone.to_be_bytes(), ttl_ms].concat(),
+            None => Vec::new(),
         };
-        let mut pipe = redis::pipe();
-        pipe.cmd("EVAL")
-            .arg(COMPLETE)
-            .arg(1)
-            .arg(self.redis_key(key));
-        for arg in args {
-            pipe.arg(arg);
-        }
-        pipe.arg("0");
-        replicas.append(&mut pipe);
+        let total = total
+            .format(ttl.saturating_add(tombstone.unwrap_or(0)))
+            .as_bytes();
+        let record_key = self.redis_key(key);
+        let marker_key = match tombstone {
+            Some(_) => self.tombstone_key(key),
+            None => Vec::new(),
+        };
+        let keys: [&[u8]; 2] = [&record_key, &marker_key];
+        let args: [&[u8]; 7] = [&token, record, px, &ttl_ms, b"0", &marker, total];
+        // A call without a tombstone sends neither the marker's key nor its
+        // arguments.
+        let (keys, args) = match tombstone {
+            Some(_) => (&keys[..], &args[..]),
+            None => (&keys[..1], &args[..5]),
+        };
+        let Some(replicas) = &self.replicas else {
+            return self.complete_once_more(keys, args).await;
+        };
+        let pipe = replicas.eval_then_wait(COMPLETE, keys, args);
         let (held, acks): (i64, u32) = self.query(&pipe).await?;
         if held != 1 {
             return Ok(fence(held));
@@ -147,20 +165,22 @@ impl RedisStore {
     }
 
     /// The completion, sent once more when the connection was lost before
-    /// its answer came: the first may have landed (see `COMPLETE`).
+    /// its answer came: the first may have landed (see `COMPLETE`). Its
+    /// fifth argument says which sending it is.
     async fn complete_once_more(
         &self,
-        key: &RecordKey,
-        args: [&[u8]; 4],
+        keys: &[&[u8]],
+        args: &[&[u8]],
     ) -> Result<Fence, StoreError> {
-        let [token, record, px, ttl] = args;
-        let first = [token, record, px, ttl, b"0".as_slice()];
-        match self.invoke(&self.scripts.complete, key, &first).await {
+        let complete = &self.scripts.complete;
+        match self.eval(complete, keys, args).await {
             Ok(answer) => Ok(fence(answer)),
             Err(err) if err.is_io_error() || err.is_connection_dropped() => {
                 tracing::debug!(error = %err, "idem: Redis connection lost during a completion; sending it again");
-                let again = [token, record, px, ttl, b"1".as_slice()];
-                self.fenced(&self.scripts.complete, key, &again).await
+                let mut again = args.to_vec();
+                again[4] = b"1";
+                let answer = self.eval(complete, keys, &again).await;
+                Ok(fence(answer.map_err(store_error)?))
             }
             Err(err) => Err(store_error(err)),
         }

@@ -17,12 +17,24 @@ use redis::Script;
 // the first may have landed, and then the value is completed with exactly
 // our TTL and record. Another holder's identical bytes would answer 1 as
 // well, which tells the caller nothing false: that same value is replayed.
+//
+// A call that keeps a tombstone passes its marker's key (KEYS[2], see
+// `tombstone.rs`), ARGV[6] the tombstone and the TTL in ms (8 bytes each)
+// and ARGV[7] TTL + tombstone in ms, as digits: the marker is written with
+// the record, and a late holder that finds the marker lost to the call
+// that completed.
 pub(super) const COMPLETE: &str = r"
 local v = redis.call('GET', KEYS[1])
-if not v then return -1 end
+if not v then
+  if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+  return -1
+end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
   if redis.call('PTTL', KEYS[1]) <= 86400000 then return -1 end
   redis.call('SET', KEYS[1], 'C' .. string.sub(v, 18, 49) .. ARGV[4] .. ARGV[2], 'PX', ARGV[3])
+  if KEYS[2] then
+    redis.call('SET', KEYS[2], 'T' .. string.sub(v, 18, 49) .. ARGV[6], 'PX', ARGV[7])
+  end
   return 1
 end
 if ARGV[5] == '1' and string.sub(v, 1, 1) == 'C' and string.sub(v, 34) == ARGV[4] .. ARGV[2] then
