@@ -1,0 +1,190 @@
+//! The SQL cases' server on MySQL or MariaDB: a place is a table of its
+//! own (and the tables named after it).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use idem::{Call, Error, MySqlStore, StoreError};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool};
+use sqlx::{MySql, Transaction};
+
+use crate::mysql_server;
+use crate::sql::race::RaceServer;
+use crate::sql::tx::{Fixture, Order, TxServer};
+use crate::sql::{Knobs, SqlServer, with_knobs};
+
+/// MySQL or MariaDB, as `mysql_server` finds it.
+pub(crate) struct MySqlServer;
+
+impl SqlServer for MySqlServer {
+    type Store = MySqlStore;
+    type Db = MySql;
+    const NAME: &'static str = "MySqlStore";
+    const SITE: &'static str = "mysql-test";
+
+    async fn url() -> String {
+        mysql_server::url().await
+    }
+
+    fn unique(test: &str) -> String {
+        mysql_server::unique_table(test)
+    }
+
+    async fn drop_stale() {
+        mysql_server::drop_stale_tables().await;
+    }
+
+    fn upstream(options: &MySqlConnectOptions) -> String {
+        format!("{}:{}", options.get_host(), options.get_port())
+    }
+
+    fn via(options: MySqlConnectOptions, port: u16) -> MySqlConnectOptions {
+        options.host("127.0.0.1").port(port)
+    }
+
+    async fn connect_with(
+        place: &str,
+        knobs: Knobs,
+        options: MySqlConnectOptions,
+    ) -> Result<MySqlStore, StoreError> {
+        let builder = with_knobs!(MySqlStore::builder().table(place), knobs);
+        builder.connect_with(options).await
+    }
+
+    fn from_pool(place: &str, pool: MySqlPool) -> MySqlStore {
+        let builder = MySqlStore::builder().table(place);
+        builder.from_pool(pool).unwrap()
+    }
+
+    async fn migrate(store: &MySqlStore) -> Result<(), StoreError> {
+        store.migrate().await
+    }
+
+    fn table(store: &MySqlStore) -> &str {
+        store.table()
+    }
+
+    async fn purge_expired(store: &MySqlStore) -> u64 {
+        store.purge_expired().await.unwrap()
+    }
+
+    async fn connect_table(table: &str) -> Result<MySqlStore, StoreError> {
+        let url = mysql_server::url().await;
+        MySqlStore::builder().table(table).connect(&url).await
+    }
+
+    async fn record_version(migrations: &str, version: i32) {
+        Self::execute(&format!(
+            "INSERT INTO {migrations} (version, applied_at) VALUES ({version}, UTC_TIMESTAMP(6))"
+        ))
+        .await;
+    }
+
+    async fn execute(sql: &str) {
+        let mut admin = mysql_server::admin().await;
+        sqlx::raw_sql(sql).execute(&mut admin).await.unwrap();
+    }
+
+    async fn count(from: &str) -> i64 {
+        sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {from}"))
+            .fetch_one(&mut mysql_server::admin().await)
+            .await
+            .unwrap()
+    }
+
+    async fn versions(migrations: &str) -> Vec<i32> {
+        sqlx::query_scalar(&format!(
+            "SELECT version FROM {migrations} ORDER BY version"
+        ))
+        .fetch_all(&mut mysql_server::admin().await)
+        .await
+        .unwrap()
+    }
+}
+
+impl RaceServer for MySqlServer {
+    const URL_VAR: &'static str = "IDEM_TEST_MYSQL_URL";
+    type Conn = MySqlConnection;
+
+    fn runs_table(place: &str) -> String {
+        format!("`{place}_runs`")
+    }
+
+    async fn create_runs(runs: &str) {
+        Self::execute(&format!(
+            "CREATE TABLE {runs} (k INT PRIMARY KEY, n INT NOT NULL)"
+        ))
+        .await;
+    }
+
+    async fn connect() -> MySqlConnection {
+        mysql_server::admin().await
+    }
+
+    async fn bump(conn: &mut MySqlConnection, runs: &str, key: u32) -> Result<(), sqlx::Error> {
+        let bump =
+            format!("INSERT INTO {runs} (k, n) VALUES (?, 1) ON DUPLICATE KEY UPDATE n = n + 1");
+        sqlx::query(&bump).bind(key as i32).execute(conn).await?;
+        Ok(())
+    }
+
+    async fn totals(runs: &str) -> (i64, i64, i64) {
+        sqlx::query_as(&format!(
+            "SELECT COUNT(*), CAST(COALESCE(SUM(n), 0) AS SIGNED), \
+             CAST(COALESCE(MAX(n), 0) AS SIGNED) FROM {runs}"
+        ))
+        .fetch_one(&mut mysql_server::admin().await)
+        .await
+        .unwrap()
+    }
+}
+
+impl TxServer for MySqlServer {
+    fn orders_table(place: &str) -> String {
+        format!("`{place}_orders`")
+    }
+
+    fn create_orders(orders: &str) -> String {
+        format!(
+            "CREATE TABLE {orders} (id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY, \
+             order_key VARCHAR(64) NOT NULL, sku VARCHAR(64) NOT NULL) ENGINE = InnoDB"
+        )
+    }
+
+    async fn place_in<E: From<Error>>(
+        f: &Fixture<Self>,
+        tx: &mut Transaction<'static, MySql>,
+        call: Call,
+        key: &str,
+        sku: &str,
+        runs: &AtomicUsize,
+        fail: Option<E>,
+    ) -> Result<Order, E> {
+        let body = async |conn: &mut MySqlConnection| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let order = insert_order(conn, &f.orders, key, sku).await;
+            fail.map_or(Ok(order), Err)
+        };
+        f.store.in_transaction(tx, call).run(body).await
+    }
+}
+
+/// Inserts the order `key` of `sku` into `orders` on `conn`.
+pub(crate) async fn insert_order(
+    conn: &mut MySqlConnection,
+    orders: &str,
+    key: &str,
+    sku: &str,
+) -> Order {
+    let done = sqlx::query(&format!(
+        "INSERT INTO {orders} (order_key, sku) VALUES (?, ?)"
+    ))
+    .bind(key)
+    .bind(sku)
+    .execute(conn)
+    .await
+    .unwrap();
+    Order {
+        id: done.last_insert_id() as i64,
+        sku: sku.into(),
+    }
+}
