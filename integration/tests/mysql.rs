@@ -29,15 +29,8 @@ use tcp_gate::TcpGate;
 
 idem_conformance::suite!(async { Idempotency::new(store("conf").await) });
 
-sql::sql_cases!(My;
-    admin::migrate_refuses_an_unknown_schema_version(2),
-    admin::purge_expired_deletes_only_expired_rows_in_batches,
-    admin::a_store_used_before_migrate_says_to_migrate,
-    admin::admin_lists_counts_and_compacts_tombstones,
-    turns::each_step_is_one_round_trip,
-    race::two_processes_racing_run_each_body_once,
-    race::race_worker,
-);
+// Each as a test of its own, named after it.
+sql::store_cases!(My, unknown_version = 2);
 
 /// A store on a table of its own, migrated.
 async fn store(test: &str) -> MySqlStore {

@@ -23,15 +23,8 @@ use sqlx::Connection;
 
 idem_conformance::suite!(async { Idempotency::new(sql::store::<Pg>("conf").await) });
 
-sql::sql_cases!(Pg;
-    admin::migrate_refuses_an_unknown_schema_version(5),
-    admin::purge_expired_deletes_only_expired_rows_in_batches,
-    admin::a_store_used_before_migrate_says_to_migrate,
-    admin::admin_lists_counts_and_compacts_tombstones,
-    turns::each_step_is_one_round_trip,
-    race::two_processes_racing_run_each_body_once,
-    race::race_worker,
-);
+// Each as a test of its own, named after it.
+sql::store_cases!(Pg, unknown_version = 5);
 
 fn claim(lease: Duration) -> Claim {
     sql::claim::<Pg>(lease)

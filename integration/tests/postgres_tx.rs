@@ -22,13 +22,8 @@ use idem::{Error, Idempotency, PostgresStore, StoreError};
 use sql::tx::{Order, TxServer, fixture};
 use sql_pg::{Pg, insert_order};
 
-sql::sql_cases!(Pg;
-    tx::a_failing_body_leaves_no_order_and_no_record_and_the_retry_runs,
-    tx::a_transaction_dropped_before_commit_leaves_nothing_and_the_retry_runs_at_once,
-    tx::a_committed_call_makes_one_order_and_duplicates_replay,
-    tx::a_concurrent_duplicate_waits_for_the_commit_then_replays,
-    tx::a_tombstone_is_kept_in_the_transactional_mode,
-);
+// Each as a test of its own, named after it.
+sql::tx_cases!(Pg);
 
 const DIE: &str = "IDEM_PG_TX_DIE";
 

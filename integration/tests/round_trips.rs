@@ -105,18 +105,21 @@ async fn count(
     ]
 }
 
+/// A proxy to the test Redis, a store through it, and one that reaches
+/// the server directly.
+async fn redis_proxied() -> (TurnProxy, RedisStore, RedisStore) {
+    let url = redis_server::url().await;
+    let upstream = url.trim_start_matches("redis://").trim_end_matches('/');
+    let proxy = TurnProxy::start(upstream.to_owned()).await;
+    let proxied = RedisStore::connect(&format!("redis://{}", proxy.addr)).await;
+    let direct = RedisStore::connect(&url).await.unwrap();
+    (proxy, proxied.unwrap(), direct)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_turns_per_call() {
-    let url = redis_server::url().await;
-    let upstream = url
-        .trim_start_matches("redis://")
-        .trim_end_matches('/')
-        .to_owned();
-    let proxy = TurnProxy::start(upstream).await;
-    let proxied_store = RedisStore::connect(&format!("redis://{}", proxy.addr))
-        .await
-        .unwrap();
-    let direct = Idempotency::new(RedisStore::connect(&url).await.unwrap());
+    let (proxy, proxied_store, direct) = redis_proxied().await;
+    let direct = Idempotency::new(direct);
     let turns = count(
         &proxy,
         &Idempotency::new(proxied_store.clone()),
@@ -198,15 +201,7 @@ const STEP_TURNS: [usize; 4] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_turns_per_step() {
-    let url = redis_server::url().await;
-    let upstream = url
-        .trim_start_matches("redis://")
-        .trim_end_matches('/')
-        .to_owned();
-    let proxy = TurnProxy::start(upstream).await;
-    let store = RedisStore::connect(&format!("redis://{}", proxy.addr))
-        .await
-        .unwrap();
+    let (proxy, store, _) = redis_proxied().await;
     let turns = step_turns(&proxy, &Idempotency::new(store)).await;
     println!("redis turns with 3 steps: fresh, failed at 3rd, resumed, replay = {turns:?}");
     // A claim reads steps only where a released (or lapsed) claim left

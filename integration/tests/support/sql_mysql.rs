@@ -4,13 +4,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use idem::{Call, Error, MySqlStore, StoreError};
-use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool};
+use sqlx::mysql::MySqlConnection;
 use sqlx::{MySql, Transaction};
 
 use crate::mysql_server;
 use crate::sql::race::RaceServer;
 use crate::sql::tx::{Fixture, Order, TxServer};
-use crate::sql::{Knobs, SqlServer, with_knobs};
+use crate::sql::{SqlServer, alike_on_every_server};
 
 /// MySQL or MariaDB, as `mysql_server` finds it.
 pub(crate) struct MySqlServer;
@@ -33,39 +33,7 @@ impl SqlServer for MySqlServer {
         mysql_server::drop_stale_tables().await;
     }
 
-    fn upstream(options: &MySqlConnectOptions) -> String {
-        format!("{}:{}", options.get_host(), options.get_port())
-    }
-
-    fn via(options: MySqlConnectOptions, port: u16) -> MySqlConnectOptions {
-        options.host("127.0.0.1").port(port)
-    }
-
-    async fn connect_with(
-        place: &str,
-        knobs: Knobs,
-        options: MySqlConnectOptions,
-    ) -> Result<MySqlStore, StoreError> {
-        let builder = with_knobs!(MySqlStore::builder().table(place), knobs);
-        builder.connect_with(options).await
-    }
-
-    fn from_pool(place: &str, pool: MySqlPool) -> MySqlStore {
-        let builder = MySqlStore::builder().table(place);
-        builder.from_pool(pool).unwrap()
-    }
-
-    async fn migrate(store: &MySqlStore) -> Result<(), StoreError> {
-        store.migrate().await
-    }
-
-    fn table(store: &MySqlStore) -> &str {
-        store.table()
-    }
-
-    async fn purge_expired(store: &MySqlStore) -> u64 {
-        store.purge_expired().await.unwrap()
-    }
+    alike_on_every_server!(MySqlStore, place => MySqlStore::builder().table(place));
 
     async fn connect_table(table: &str) -> Result<MySqlStore, StoreError> {
         let url = mysql_server::url().await;

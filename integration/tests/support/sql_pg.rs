@@ -3,13 +3,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use idem::{Call, Error, PostgresStore, StoreError};
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool};
+use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Postgres, Transaction};
 
 use crate::pg_server;
 use crate::sql::race::RaceServer;
 use crate::sql::tx::{Fixture, Order, TxServer};
-use crate::sql::{Knobs, SqlServer, with_knobs};
+use crate::sql::{SqlServer, alike_on_every_server};
 
 /// PostgreSQL, as `pg_server` finds it.
 pub(crate) struct Pg;
@@ -39,39 +39,7 @@ impl SqlServer for Pg {
         pg_server::drop_stale_schemas(&pg_server::url().await).await;
     }
 
-    fn upstream(options: &PgConnectOptions) -> String {
-        format!("{}:{}", options.get_host(), options.get_port())
-    }
-
-    fn via(options: PgConnectOptions, port: u16) -> PgConnectOptions {
-        options.host("127.0.0.1").port(port)
-    }
-
-    async fn connect_with(
-        place: &str,
-        knobs: Knobs,
-        options: PgConnectOptions,
-    ) -> Result<PostgresStore, StoreError> {
-        let builder = with_knobs!(PostgresStore::builder().schema(place), knobs);
-        builder.connect_with(options).await
-    }
-
-    fn from_pool(place: &str, pool: PgPool) -> PostgresStore {
-        let builder = PostgresStore::builder().schema(place);
-        builder.from_pool(pool).unwrap()
-    }
-
-    async fn migrate(store: &PostgresStore) -> Result<(), StoreError> {
-        store.migrate().await
-    }
-
-    fn table(store: &PostgresStore) -> &str {
-        store.table()
-    }
-
-    async fn purge_expired(store: &PostgresStore) -> u64 {
-        store.purge_expired().await.unwrap()
-    }
+    alike_on_every_server!(PostgresStore, place => PostgresStore::builder().schema(place));
 
     async fn connect_table(table: &str) -> Result<PostgresStore, StoreError> {
         let url = pg_server::url().await;

@@ -150,21 +150,88 @@ macro_rules! sql_cases {
 #[allow(unused_imports, reason = "round_trips.rs runs no case of its own")]
 pub(crate) use sql_cases;
 
-/// `$builder` with the settings of `$knobs` that are set: builders of
-/// every server have these methods, under the same names.
-macro_rules! with_knobs {
-    ($builder:expr, $knobs:expr) => {{
-        let (mut builder, knobs): (_, $crate::sql::Knobs) = ($builder, $knobs);
-        if let Some(max) = knobs.max_connections {
-            builder = builder.max_connections(max);
-        }
-        if let Some(timeout) = knobs.acquire_timeout {
-            builder = builder.acquire_timeout(timeout);
-        }
-        if let Some(rows) = knobs.purge_batch {
-            builder = builder.purge_batch(rows);
-        }
-        builder
-    }};
+/// The shared cases of a store on `$server`, but the transactional ones;
+/// its migrations table refused at `$version`, a version it does not
+/// know.
+#[allow(unused_macros, reason = "round_trips.rs runs no case of its own")]
+macro_rules! store_cases {
+    ($server:ty, unknown_version = $version:expr) => {
+        $crate::sql::sql_cases!($server;
+            admin::migrate_refuses_an_unknown_schema_version($version),
+            admin::purge_expired_deletes_only_expired_rows_in_batches,
+            admin::a_store_used_before_migrate_says_to_migrate,
+            admin::admin_lists_counts_and_compacts_tombstones,
+            turns::each_step_is_one_round_trip,
+            race::two_processes_racing_run_each_body_once,
+            race::race_worker,
+        );
+    };
 }
-pub(crate) use with_knobs;
+#[allow(unused_imports, reason = "round_trips.rs runs no case of its own")]
+pub(crate) use store_cases;
+
+/// The shared cases of the transactional mode on `$server`.
+#[allow(unused_macros, reason = "round_trips.rs runs no case of its own")]
+macro_rules! tx_cases {
+    ($server:ty) => {
+        $crate::sql::sql_cases!($server;
+            tx::a_failing_body_leaves_no_order_and_no_record_and_the_retry_runs,
+            tx::a_transaction_dropped_before_commit_leaves_nothing_and_the_retry_runs_at_once,
+            tx::a_committed_call_makes_one_order_and_duplicates_replay,
+            tx::a_concurrent_duplicate_waits_for_the_commit_then_replays,
+            tx::a_tombstone_is_kept_in_the_transactional_mode,
+        );
+    };
+}
+#[allow(unused_imports, reason = "round_trips.rs runs no case of its own")]
+pub(crate) use tx_cases;
+
+/// The [`SqlServer`] items that are alike on every server, in its impl:
+/// the stores' builders and options have the same methods under the same
+/// names. `$place => $builder` says how a builder names a place.
+macro_rules! alike_on_every_server {
+    ($store:ty, $place:ident => $builder:expr) => {
+        fn upstream(options: &$crate::sql::Options<Self>) -> String {
+            format!("{}:{}", options.get_host(), options.get_port())
+        }
+
+        fn via(options: $crate::sql::Options<Self>, port: u16) -> $crate::sql::Options<Self> {
+            options.host("127.0.0.1").port(port)
+        }
+
+        async fn connect_with(
+            $place: &str,
+            knobs: $crate::sql::Knobs,
+            options: $crate::sql::Options<Self>,
+        ) -> Result<$store, ::idem::StoreError> {
+            let mut builder = $builder;
+            if let Some(max) = knobs.max_connections {
+                builder = builder.max_connections(max);
+            }
+            if let Some(timeout) = knobs.acquire_timeout {
+                builder = builder.acquire_timeout(timeout);
+            }
+            if let Some(rows) = knobs.purge_batch {
+                builder = builder.purge_batch(rows);
+            }
+            builder.connect_with(options).await
+        }
+
+        fn from_pool($place: &str, pool: ::sqlx::Pool<Self::Db>) -> $store {
+            $builder.from_pool(pool).unwrap()
+        }
+
+        async fn migrate(store: &$store) -> Result<(), ::idem::StoreError> {
+            store.migrate().await
+        }
+
+        fn table(store: &$store) -> &str {
+            store.table()
+        }
+
+        async fn purge_expired(store: &$store) -> u64 {
+            store.purge_expired().await.unwrap()
+        }
+    };
+}
+pub(crate) use alike_on_every_server;
