@@ -1,15 +1,13 @@
 //! The SQL cases' server on MySQL or MariaDB: a place is a table of its
 //! own (and the tables named after it).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use idem::{Call, Error, MySqlStore, StoreError};
+use idem::{MySqlStore, StoreError};
+use sqlx::MySql;
 use sqlx::mysql::MySqlConnection;
-use sqlx::{MySql, Transaction};
 
 use crate::mysql_server;
 use crate::sql::race::RaceServer;
-use crate::sql::tx::{Fixture, Order, TxServer};
+use crate::sql::tx::{Order, TxServer, place_in_inserting_an_order};
 use crate::sql::{SqlServer, alike_on_every_server};
 
 /// MySQL or MariaDB, as `mysql_server` finds it.
@@ -118,22 +116,7 @@ impl TxServer for MySqlServer {
         )
     }
 
-    async fn place_in<E: From<Error>>(
-        f: &Fixture<Self>,
-        tx: &mut Transaction<'static, MySql>,
-        call: Call,
-        key: &str,
-        sku: &str,
-        runs: &AtomicUsize,
-        fail: Option<E>,
-    ) -> Result<Order, E> {
-        let body = async |conn: &mut MySqlConnection| {
-            runs.fetch_add(1, Ordering::SeqCst);
-            let order = insert_order(conn, &f.orders, key, sku).await;
-            fail.map_or(Ok(order), Err)
-        };
-        f.store.in_transaction(tx, call).run(body).await
-    }
+    place_in_inserting_an_order!(MySqlConnection);
 }
 
 /// Inserts the order `key` of `sku` into `orders` on `conn`.

@@ -1,14 +1,12 @@
 //! The SQL cases' server on PostgreSQL: a place is a schema of its own.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use idem::{Call, Error, PostgresStore, StoreError};
+use idem::{PostgresStore, StoreError};
 use sqlx::postgres::PgConnection;
-use sqlx::{Connection, Postgres, Transaction};
+use sqlx::{Connection, Postgres};
 
 use crate::pg_server;
 use crate::sql::race::RaceServer;
-use crate::sql::tx::{Fixture, Order, TxServer};
+use crate::sql::tx::{Order, TxServer, place_in_inserting_an_order};
 use crate::sql::{SqlServer, alike_on_every_server};
 
 /// PostgreSQL, as `pg_server` finds it.
@@ -127,22 +125,7 @@ impl TxServer for Pg {
         )
     }
 
-    async fn place_in<E: From<Error>>(
-        f: &Fixture<Self>,
-        tx: &mut Transaction<'static, Postgres>,
-        call: Call,
-        key: &str,
-        sku: &str,
-        runs: &AtomicUsize,
-        fail: Option<E>,
-    ) -> Result<Order, E> {
-        let body = async |conn: &mut PgConnection| {
-            runs.fetch_add(1, Ordering::SeqCst);
-            let order = insert_order(conn, &f.orders, key, sku).await;
-            fail.map_or(Ok(order), Err)
-        };
-        f.store.in_transaction(tx, call).run(body).await
-    }
+    place_in_inserting_an_order!(PgConnection);
 }
 
 /// Inserts the order `key` of `sku` into `orders` on `conn`.

@@ -245,3 +245,28 @@ pub(crate) async fn a_tombstone_is_kept_in_the_transactional_mode<S: TxServer>()
     ));
     assert_eq!((runs.load(Ordering::SeqCst), f.orders().await), (1, 1));
 }
+
+/// [`TxServer::place_in`] in a server's impl, on its connection type
+/// `$conn`, with the `insert_order` of the impl's module: the stores'
+/// `in_transaction` have the same shape.
+macro_rules! place_in_inserting_an_order {
+    ($conn:ty) => {
+        async fn place_in<E: From<::idem::Error>>(
+            f: &$crate::sql::tx::Fixture<Self>,
+            tx: &mut ::sqlx::Transaction<'static, Self::Db>,
+            call: ::idem::Call,
+            key: &str,
+            sku: &str,
+            runs: &::std::sync::atomic::AtomicUsize,
+            fail: Option<E>,
+        ) -> Result<$crate::sql::tx::Order, E> {
+            let body = async |conn: &mut $conn| {
+                runs.fetch_add(1, ::std::sync::atomic::Ordering::SeqCst);
+                let order = insert_order(conn, &f.orders, key, sku).await;
+                fail.map_or(Ok(order), Err)
+            };
+            f.store.in_transaction(tx, call).run(body).await
+        }
+    };
+}
+pub(crate) use place_in_inserting_an_order;
