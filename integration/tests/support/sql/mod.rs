@@ -1,8 +1,9 @@
 //! What the PostgreSQL and MySQL tests share, written once: cases generic
 //! over [`SqlServer`], which says how a server builds a store at a place of
 //! its own (a schema, a table) and speaks the tests' own SQL. A test file
-//! runs them with [`sql_cases!`], as the conformance
-//! suite runs its cases over every store, and keeps only what is its own.
+//! runs them, one test each named after its case, with [`store_cases!`]
+//! or [`tx_cases!`], as the conformance suite runs its cases over every
+//! store, and keeps only what is its own (dialect SQL, server faults).
 //!
 //! A server's impl (`support/sql_pg.rs`, `support/sql_mysql.rs`) is
 //! included beside this module by the binaries that use it.
@@ -73,8 +74,9 @@ pub(crate) trait SqlServer: 'static {
     async fn record_version(migrations: &str, version: i32);
     /// Runs `sql` on a connection of the test's own.
     async fn execute(sql: &str);
-    /// The rows of `table`, counted on a connection of the test's own.
-    async fn count(table: &str) -> i64;
+    /// The rows of `from` (a table, with a `WHERE` clause or not),
+    /// counted on a connection of the test's own.
+    async fn count(from: &str) -> i64;
     /// The versions recorded in `migrations`, in order.
     async fn versions(migrations: &str) -> Vec<i32>;
 }
