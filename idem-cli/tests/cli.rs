@@ -375,6 +375,21 @@ where
     assert!(out.contains("total        4"), "{out}");
 }
 
+/// The CLI on a SQL store at `target`: what `store` wrote is listed,
+/// inspected, counted and forgotten; then a stuck claim and an expired
+/// record, dated back by `statements` (run by `run` with their key).
+async fn a_sql_store(
+    target: &[&str],
+    store: impl Store + Clone + 'static,
+    statements: [String; 2],
+    run: impl AsyncFn(&str, &[u8]),
+) {
+    let idem = Idempotency::new(store.clone());
+    lists_inspects_counts_and_forgets(target, &idem, "shop").await;
+    let statements = statements.each_ref().map(String::as_str);
+    stuck_then_expired(target, &store, statements, run).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
     let url = pg_server::url().await;
@@ -385,25 +400,17 @@ async fn postgres() {
         .await
         .unwrap();
     store.migrate().await.unwrap();
-    let idem = Idempotency::new(store.clone());
     let target = ["--postgres", &url, "--schema", &schema];
-    lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
-
     let db = sqlx::PgPool::connect(&url).await.unwrap();
     let table = format!("\"{schema}\".idem_records");
     let statements = [
-        &format!("UPDATE {table} SET created_at = created_at - interval '2 hours' WHERE key = $1"),
-        &format!("UPDATE {table} SET expires_at = expires_at - interval '1 day' WHERE key = $1"),
+        format!("UPDATE {table} SET created_at = created_at - interval '2 hours' WHERE key = $1"),
+        format!("UPDATE {table} SET expires_at = expires_at - interval '1 day' WHERE key = $1"),
     ];
-    stuck_then_expired(
-        &target,
-        &store,
-        statements.map(String::as_str),
-        async |sql, key| {
-            sqlx::query(sql).bind(key).execute(&db).await.unwrap();
-        },
-    )
-    .await;
+    let date_back = async |sql: &str, key: &[u8]| {
+        sqlx::query(sql).bind(key).execute(&db).await.unwrap();
+    };
+    a_sql_store(&target, store, statements, date_back).await;
     // A table name the store does not have: a clear store error.
     let (code, _, err) = run(&[
         "--postgres",
@@ -428,24 +435,16 @@ async fn mysql() {
         .await
         .unwrap();
     store.migrate().await.unwrap();
-    let idem = Idempotency::new(store.clone());
     let target = ["--mysql", &url, "--table", &table];
-    lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
-
     let db = sqlx::MySqlPool::connect(&url).await.unwrap();
     let statements = [
-        &format!("UPDATE `{table}` SET created_at = created_at - INTERVAL 2 HOUR WHERE `key` = ?"),
-        &format!("UPDATE `{table}` SET expires_at = expires_at - INTERVAL 1 DAY WHERE `key` = ?"),
+        format!("UPDATE `{table}` SET created_at = created_at - INTERVAL 2 HOUR WHERE `key` = ?"),
+        format!("UPDATE `{table}` SET expires_at = expires_at - INTERVAL 1 DAY WHERE `key` = ?"),
     ];
-    stuck_then_expired(
-        &target,
-        &store,
-        statements.map(String::as_str),
-        async |sql, key| {
-            sqlx::query(sql).bind(key).execute(&db).await.unwrap();
-        },
-    )
-    .await;
+    let date_back = async |sql: &str, key: &[u8]| {
+        sqlx::query(sql).bind(key).execute(&db).await.unwrap();
+    };
+    a_sql_store(&target, store, statements, date_back).await;
     // A table name the database does not have: a clear store error.
     let (code, _, err) = run(&["--mysql", &url, "--table", "nope", "stats"]);
     assert_eq!(code, 3, "{err}");

@@ -13,12 +13,20 @@ mod mysql_server;
 mod pg_server;
 #[path = "support/redis_server.rs"]
 mod redis_server;
-#[path = "support/turn_proxy.rs"]
-mod turn_proxy;
+#[path = "support/sql/mod.rs"]
+mod sql;
+#[path = "support/sql_mysql.rs"]
+mod sql_mysql;
+#[path = "support/sql_pg.rs"]
+mod sql_pg;
 
 use idem::store::Token;
-use idem::{Error, Idempotency, MySqlStore, PostgresStore, RedisStore};
-use turn_proxy::TurnProxy;
+use idem::{Error, Idempotency, RedisStore};
+use sql::SqlServer;
+use sql::turn_proxy::TurnProxy;
+use sql::turns::proxied;
+use sql_mysql::MySqlServer;
+use sql_pg::Pg;
 
 /// Turns taken by each kind of call through `proxied`; `cached` is the
 /// same proxied store behind a local cache; `direct` reaches the same
@@ -97,18 +105,21 @@ async fn count(
     ]
 }
 
+/// A proxy to the test Redis, a store through it, and one that reaches
+/// the server directly.
+async fn redis_proxied() -> (TurnProxy, RedisStore, RedisStore) {
+    let url = redis_server::url().await;
+    let upstream = url.trim_start_matches("redis://").trim_end_matches('/');
+    let proxy = TurnProxy::start(upstream.to_owned()).await;
+    let proxied = RedisStore::connect(&format!("redis://{}", proxy.addr)).await;
+    let direct = RedisStore::connect(&url).await.unwrap();
+    (proxy, proxied.unwrap(), direct)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_turns_per_call() {
-    let url = redis_server::url().await;
-    let upstream = url
-        .trim_start_matches("redis://")
-        .trim_end_matches('/')
-        .to_owned();
-    let proxy = TurnProxy::start(upstream).await;
-    let proxied_store = RedisStore::connect(&format!("redis://{}", proxy.addr))
-        .await
-        .unwrap();
-    let direct = Idempotency::new(RedisStore::connect(&url).await.unwrap());
+    let (proxy, proxied_store, direct) = redis_proxied().await;
+    let direct = Idempotency::new(direct);
     let turns = count(
         &proxy,
         &Idempotency::new(proxied_store.clone()),
@@ -120,73 +131,28 @@ async fn redis_turns_per_call() {
     assert_eq!(turns, [2, 1, 1, 2, 0]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_turns_per_call() {
-    let url = pg_server::url().await;
-    let schema = pg_server::unique_schema("call_turns");
-    let direct_opts: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-    let upstream = format!("{}:{}", direct_opts.get_host(), direct_opts.get_port());
-    let proxy = TurnProxy::start(upstream).await;
-    let via_proxy = direct_opts
-        .clone()
-        .host("127.0.0.1")
-        .port(proxy.addr.port());
-    let proxied_store = PostgresStore::builder()
-        .schema(schema.clone())
-        .max_connections(1)
-        .connect_with(via_proxy)
-        .await
-        .unwrap();
-    proxied_store.migrate().await.unwrap();
-    let direct_store = PostgresStore::builder()
-        .schema(schema)
-        .connect_with(direct_opts)
-        .await
-        .unwrap();
+/// Turns per kind of call on a SQL server's store, through a proxy.
+async fn sql_turns_per_call<S: SqlServer>(name: &str) {
+    let (proxy, proxied, direct) = proxied::<S>("call_turns").await;
     let turns = count(
         &proxy,
-        &Idempotency::new(proxied_store.clone()),
-        &Idempotency::builder(proxied_store).local_cache(100).build(),
-        &Idempotency::new(direct_store),
+        &Idempotency::new(proxied.clone()),
+        &Idempotency::builder(proxied).local_cache(100).build(),
+        &Idempotency::new(direct),
     )
     .await;
-    println!(
-        "postgres turns: fresh, replay, in progress, released error, cached replay = {turns:?}"
-    );
+    println!("{name} turns: fresh, replay, in progress, released error, cached replay = {turns:?}");
     assert_eq!(turns, [2, 1, 1, 2, 0]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_turns_per_call() {
+    sql_turns_per_call::<Pg>("postgres").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_turns_per_call() {
-    let table = mysql_server::unique_table("call_turns");
-    let direct_opts: sqlx::mysql::MySqlConnectOptions = mysql_server::url().await.parse().unwrap();
-    let upstream = format!("{}:{}", direct_opts.get_host(), direct_opts.get_port());
-    let proxy = TurnProxy::start(upstream).await;
-    let via_proxy = direct_opts
-        .clone()
-        .host("127.0.0.1")
-        .port(proxy.addr.port());
-    let proxied_store = MySqlStore::builder()
-        .table(table.clone())
-        .max_connections(1)
-        .connect_with(via_proxy)
-        .await
-        .unwrap();
-    proxied_store.migrate().await.unwrap();
-    let direct_store = MySqlStore::builder()
-        .table(table)
-        .connect_with(direct_opts)
-        .await
-        .unwrap();
-    let turns = count(
-        &proxy,
-        &Idempotency::new(proxied_store.clone()),
-        &Idempotency::builder(proxied_store).local_cache(100).build(),
-        &Idempotency::new(direct_store),
-    )
-    .await;
-    println!("mysql turns: fresh, replay, in progress, released error, cached replay = {turns:?}");
-    assert_eq!(turns, [2, 1, 1, 2, 0]);
+    sql_turns_per_call::<MySqlServer>("mysql").await;
 }
 
 /// Turns taken by calls with three steps (`idem::step`): a fresh call, one
@@ -235,15 +201,7 @@ const STEP_TURNS: [usize; 4] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_turns_per_step() {
-    let url = redis_server::url().await;
-    let upstream = url
-        .trim_start_matches("redis://")
-        .trim_end_matches('/')
-        .to_owned();
-    let proxy = TurnProxy::start(upstream).await;
-    let store = RedisStore::connect(&format!("redis://{}", proxy.addr))
-        .await
-        .unwrap();
+    let (proxy, store, _) = redis_proxied().await;
     let turns = step_turns(&proxy, &Idempotency::new(store)).await;
     println!("redis turns with 3 steps: fresh, failed at 3rd, resumed, replay = {turns:?}");
     // A claim reads steps only where a released (or lapsed) claim left
@@ -253,35 +211,20 @@ async fn redis_turns_per_step() {
     assert_eq!(turns, [fresh, failed, resumed + 1, replay]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_turns_per_step() {
-    let url = pg_server::url().await;
-    let opts: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
-    let proxy = TurnProxy::start(format!("{}:{}", opts.get_host(), opts.get_port())).await;
-    let store = PostgresStore::builder()
-        .schema(pg_server::unique_schema("step_turns"))
-        .max_connections(1)
-        .connect_with(opts.host("127.0.0.1").port(proxy.addr.port()))
-        .await
-        .unwrap();
-    store.migrate().await.unwrap();
+/// Turns of calls with steps on a SQL server's store, through a proxy.
+async fn sql_turns_per_step<S: SqlServer>(name: &str) {
+    let (proxy, store, _) = proxied::<S>("step_turns").await;
     let turns = step_turns(&proxy, &Idempotency::new(store)).await;
-    println!("postgres turns with 3 steps: fresh, failed at 3rd, resumed, replay = {turns:?}");
+    println!("{name} turns with 3 steps: fresh, failed at 3rd, resumed, replay = {turns:?}");
     assert_eq!(turns, STEP_TURNS);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_turns_per_step() {
+    sql_turns_per_step::<Pg>("postgres").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_turns_per_step() {
-    let opts: sqlx::mysql::MySqlConnectOptions = mysql_server::url().await.parse().unwrap();
-    let proxy = TurnProxy::start(format!("{}:{}", opts.get_host(), opts.get_port())).await;
-    let store = MySqlStore::builder()
-        .table(mysql_server::unique_table("step_turns"))
-        .max_connections(1)
-        .connect_with(opts.host("127.0.0.1").port(proxy.addr.port()))
-        .await
-        .unwrap();
-    store.migrate().await.unwrap();
-    let turns = step_turns(&proxy, &Idempotency::new(store)).await;
-    println!("mysql turns with 3 steps: fresh, failed at 3rd, resumed, replay = {turns:?}");
-    assert_eq!(turns, STEP_TURNS);
+    sql_turns_per_step::<MySqlServer>("mysql").await;
 }
