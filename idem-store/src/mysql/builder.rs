@@ -1,18 +1,14 @@
 //! The settings of a `MySqlStore` and the ways to connect it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::StoreError;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 
 use super::BACKEND;
-use super::conns::{self, Conns};
 use super::statements::Sql;
-use super::{
-    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_PURGE_BATCH,
-    DEFAULT_RESPONSE_TIMEOUT, DEFAULT_TABLE, Inner, MySqlStore, Source,
-};
+use super::{DEFAULT_TABLE, MySqlStore};
+use crate::sql::settings::Settings;
 
 /// Settings of a [`MySqlStore`]: where the records live and how many
 /// connections to keep. Made by [`MySqlStore::builder`].
@@ -31,10 +27,7 @@ use super::{
 pub struct MySqlStoreBuilder {
     database: Option<String>,
     table: String,
-    max_connections: u32,
-    acquire_timeout: Duration,
-    response_timeout: Duration,
-    purge_batch: u32,
+    settings: Settings,
 }
 
 impl Default for MySqlStoreBuilder {
@@ -42,10 +35,7 @@ impl Default for MySqlStoreBuilder {
         MySqlStoreBuilder {
             database: None,
             table: DEFAULT_TABLE.to_owned(),
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
-            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-            purge_batch: DEFAULT_PURGE_BATCH,
+            settings: Settings::default(),
         }
     }
 }
@@ -90,7 +80,7 @@ impl MySqlStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub fn max_connections(mut self, max: u32) -> Self {
-        self.max_connections = max;
+        self.settings.max_connections = max;
         self
     }
 
@@ -104,7 +94,7 @@ impl MySqlStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
-        self.acquire_timeout = timeout;
+        self.settings.acquire_timeout = timeout;
         self
     }
 
@@ -124,7 +114,7 @@ impl MySqlStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
+        self.settings.response_timeout = timeout;
         self
     }
 
@@ -138,7 +128,7 @@ impl MySqlStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub fn purge_batch(mut self, rows: u32) -> Self {
-        self.purge_batch = rows.max(1);
+        self.settings.purge_batch = rows.max(1);
         self
     }
 
@@ -176,14 +166,8 @@ impl MySqlStoreBuilder {
         options: MySqlConnectOptions,
     ) -> Result<MySqlStore, StoreError> {
         let sql = Sql::new(self.database.as_deref(), &self.table)?;
-        let conns = Conns::new(
-            options,
-            self.max_connections,
-            self.acquire_timeout,
-            conns::NAMES,
-        );
-        conns.acquire().await?.keep();
-        Ok(self.build(sql, Source::Own(Box::new(conns))))
+        let inner = self.settings.connect_with(sql, options).await?;
+        Ok(MySqlStore { inner })
     }
 
     /// A store on the caller's sqlx pool. Each step is still one statement,
@@ -200,17 +184,7 @@ impl MySqlStoreBuilder {
     /// ```
     pub fn from_pool(self, pool: MySqlPool) -> Result<MySqlStore, StoreError> {
         let sql = Sql::new(self.database.as_deref(), &self.table)?;
-        Ok(self.build(sql, Source::Pool(pool)))
-    }
-
-    fn build(self, sql: Sql, conns: Source) -> MySqlStore {
-        MySqlStore {
-            inner: Arc::new(Inner {
-                sql,
-                conns,
-                purge_batch: self.purge_batch,
-                response_timeout: self.response_timeout,
-            }),
-        }
+        let inner = self.settings.on_pool(sql, pool);
+        Ok(MySqlStore { inner })
     }
 }

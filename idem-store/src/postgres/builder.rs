@@ -1,18 +1,14 @@
 //! The settings of a `PostgresStore` and the ways to connect it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
 use super::BACKEND;
-use super::conns::{self, Conns};
 use super::statements::Sql;
-use super::{
-    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_PURGE_BATCH,
-    DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TABLE, Inner, PostgresStore, Source,
-};
+use super::{DEFAULT_SCHEMA, DEFAULT_TABLE, PostgresStore};
+use crate::sql::settings::Settings;
 
 /// Settings of a [`PostgresStore`]: where the records live and how many
 /// connections to keep. Made by [`PostgresStore::builder`].
@@ -32,10 +28,7 @@ use super::{
 pub struct PostgresStoreBuilder {
     schema: String,
     table: String,
-    max_connections: u32,
-    acquire_timeout: Duration,
-    response_timeout: Duration,
-    purge_batch: u32,
+    settings: Settings,
 }
 
 impl Default for PostgresStoreBuilder {
@@ -43,10 +36,7 @@ impl Default for PostgresStoreBuilder {
         PostgresStoreBuilder {
             schema: DEFAULT_SCHEMA.to_owned(),
             table: DEFAULT_TABLE.to_owned(),
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
-            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-            purge_batch: DEFAULT_PURGE_BATCH,
+            settings: Settings::default(),
         }
     }
 }
@@ -90,7 +80,7 @@ impl PostgresStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub fn max_connections(mut self, max: u32) -> Self {
-        self.max_connections = max;
+        self.settings.max_connections = max;
         self
     }
 
@@ -104,13 +94,13 @@ impl PostgresStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
-        self.acquire_timeout = timeout;
+        self.settings.acquire_timeout = timeout;
         self
     }
 
     /// How long a step (claim, complete, release, renew) waits for the
     /// server's answer before `Error::Store`. Default:
-    /// [`DEFAULT_RESPONSE_TIMEOUT`] (5 s). The connection is closed after a
+    /// [`DEFAULT_RESPONSE_TIMEOUT`](super::DEFAULT_RESPONSE_TIMEOUT) (5 s). The connection is closed after a
     /// timeout; whether the operation took effect is unknown (a claim then ends
     /// with its lease; a completion that did land is replayed).
     ///
@@ -123,7 +113,7 @@ impl PostgresStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
+        self.settings.response_timeout = timeout;
         self
     }
 
@@ -137,7 +127,7 @@ impl PostgresStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub fn purge_batch(mut self, rows: u32) -> Self {
-        self.purge_batch = rows.max(1);
+        self.settings.purge_batch = rows.max(1);
         self
     }
 
@@ -176,14 +166,8 @@ impl PostgresStoreBuilder {
         options: PgConnectOptions,
     ) -> Result<PostgresStore, StoreError> {
         let sql = Sql::new(&self.schema, &self.table)?;
-        let conns = Conns::new(
-            options,
-            self.max_connections,
-            self.acquire_timeout,
-            conns::NAMES,
-        );
-        conns.acquire().await?.keep();
-        Ok(self.build(sql, Source::Own(Box::new(conns))))
+        let inner = self.settings.connect_with(sql, options).await?;
+        Ok(PostgresStore { inner })
     }
 
     /// A store on the caller's sqlx pool. Each step is still one statement,
@@ -200,17 +184,7 @@ impl PostgresStoreBuilder {
     /// ```
     pub fn from_pool(self, pool: PgPool) -> Result<PostgresStore, StoreError> {
         let sql = Sql::new(&self.schema, &self.table)?;
-        Ok(self.build(sql, Source::Pool(pool)))
-    }
-
-    fn build(self, sql: Sql, conns: Source) -> PostgresStore {
-        PostgresStore {
-            inner: Arc::new(Inner {
-                sql,
-                conns,
-                purge_batch: self.purge_batch,
-                response_timeout: self.response_timeout,
-            }),
-        }
+        let inner = self.settings.on_pool(sql, pool);
+        Ok(PostgresStore { inner })
     }
 }
