@@ -7,6 +7,7 @@
 use idem_core::StoreError;
 
 pub(crate) mod admin;
+pub(crate) mod claimed;
 pub(crate) mod dialect;
 pub(crate) mod schema;
 pub(crate) mod send;

@@ -19,13 +19,6 @@ impl super::MySqlStore {
     }
 }
 
-/// Claim outcomes as the claim procedure reports them.
-pub(super) const WON: i32 = 0;
-pub(super) const TOOK_OVER: i32 = 1;
-pub(super) const IN_PROGRESS: i32 = 2;
-pub(super) const COMPLETED: i32 = 3;
-pub(super) const EXPIRED: i32 = 4;
-
 /// Where the records live and the statements that use them.
 #[derive(Debug)]
 pub(super) struct Sql {

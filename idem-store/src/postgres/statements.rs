@@ -12,6 +12,7 @@
 use idem_core::StoreError;
 
 use super::BACKEND;
+use crate::sql::claimed::{COMPLETED, IN_PROGRESS, TOOK_OVER, WON};
 
 impl super::PostgresStore {
     /// The statements of this store's table, for the transactional mode.
@@ -19,13 +20,6 @@ impl super::PostgresStore {
         &self.inner.sql
     }
 }
-
-/// Claim outcomes as the claim function reports them.
-pub(super) const WON: i32 = 0;
-pub(super) const TOOK_OVER: i32 = 1;
-pub(super) const IN_PROGRESS: i32 = 2;
-pub(super) const COMPLETED: i32 = 3;
-pub(super) const EXPIRED: i32 = 4;
 
 /// Where the records live and the statements that use them.
 #[derive(Debug)]
