@@ -11,6 +11,7 @@ pub(crate) mod claimed;
 pub(crate) mod dialect;
 pub(crate) mod schema;
 pub(crate) mod send;
+pub(crate) mod setters;
 pub(crate) mod settings;
 pub(crate) mod store;
 pub(crate) mod tx;

@@ -1,13 +1,12 @@
 //! The settings of a `PostgresStore` and the ways to connect it.
 
-use std::time::Duration;
-
 use idem_core::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
 use super::BACKEND;
 use super::statements::Sql;
 use super::{DEFAULT_SCHEMA, DEFAULT_TABLE, PostgresStore};
+use crate::sql::setters::settings_setters;
 use crate::sql::settings::Settings;
 
 /// Settings of a [`PostgresStore`]: where the records live and how many
@@ -30,6 +29,13 @@ pub struct PostgresStoreBuilder {
     table: String,
     settings: Settings,
 }
+
+settings_setters!(
+    PostgresStoreBuilder,
+    "PostgresStore",
+    "postgres://app@db.internal/app",
+    "WAL bursts"
+);
 
 impl Default for PostgresStoreBuilder {
     fn default() -> Self {
@@ -67,67 +73,6 @@ impl PostgresStoreBuilder {
     /// ```
     pub fn table(mut self, table: impl Into<String>) -> Self {
         self.table = table.into();
-        self
-    }
-
-    /// How many connections [`connect`](Self::connect) opens at most
-    /// (default 10). Ignored by [`from_pool`](Self::from_pool), whose pool
-    /// has its own limit.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let builder = idem::PostgresStore::builder().max_connections(32);
-    /// # Ok(()) }
-    /// ```
-    pub fn max_connections(mut self, max: u32) -> Self {
-        self.settings.max_connections = max;
-        self
-    }
-
-    /// How long a step waits for a connection before `Error::Store`
-    /// (default 5 s).
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let builder = idem::PostgresStore::builder()
-    ///     .acquire_timeout(std::time::Duration::from_secs(1));
-    /// # Ok(()) }
-    /// ```
-    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.acquire_timeout = timeout;
-        self
-    }
-
-    /// How long a step (claim, complete, release, renew) waits for the
-    /// server's answer before `Error::Store`. Default:
-    /// [`DEFAULT_RESPONSE_TIMEOUT`](super::DEFAULT_RESPONSE_TIMEOUT) (5 s). The connection is closed after a
-    /// timeout; whether the operation took effect is unknown (a claim then ends
-    /// with its lease; a completion that did land is replayed).
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let store = idem::PostgresStore::builder()
-    ///     .response_timeout(std::time::Duration::from_secs(2))
-    ///     .connect("postgres://app@db.internal/app")
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.response_timeout = timeout;
-        self
-    }
-
-    /// How many rows one statement of
-    /// [`purge_expired`](PostgresStore::purge_expired) deletes (default
-    /// 5,000): small batches keep locks and WAL bursts short.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let builder = idem::PostgresStore::builder().purge_batch(1_000);
-    /// # Ok(()) }
-    /// ```
-    pub fn purge_batch(mut self, rows: u32) -> Self {
-        self.settings.purge_batch = rows.max(1);
         self
     }
 
