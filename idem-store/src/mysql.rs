@@ -4,6 +4,7 @@
 mod admin;
 mod builder;
 mod conns;
+mod dialect;
 mod exec;
 mod migrate;
 mod rows;
@@ -14,14 +15,11 @@ mod tx;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::admin::Purged;
-use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
-use idem_core::{Store, StoreError};
-use sqlx::mysql::{MySqlConnection, MySqlPool, MySqlRow};
+use idem_core::StoreError;
+use sqlx::mysql::MySqlPool;
 
-use exec::Affected;
-use statements::{ClaimBytes, Completion, Sql};
+use crate::sql::settings;
+use statements::Sql;
 
 /// The backend's name in a `StoreError`.
 const BACKEND: &str = "mysql";
@@ -29,33 +27,28 @@ const BACKEND: &str = "mysql";
 /// The server's clock, in UTC.
 const NOW: &str = "UTC_TIMESTAMP(6)";
 
-/// A statement with its parameters bound.
+/// A statement with its parameters bound (`Query<'q, Sql>`, spelled out).
 type MyQuery<'q> = sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>;
 
-/// A duration as whole microseconds for the server, capped at 100 years
-/// (`DATETIME` ends in the year 9999).
-fn micros(duration: Duration) -> i64 {
-    const CAP: u128 = 100 * 365 * 24 * 3600 * 1_000_000;
-    duration.as_micros().min(CAP) as i64
-}
+use crate::sql::dialect::micros;
 
 pub use builder::MySqlStoreBuilder;
 pub use tx::InTransaction;
 
 /// Connections [`MySqlStore::connect`] opens at most, unless set.
-pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+pub const DEFAULT_MAX_CONNECTIONS: u32 = settings::DEFAULT_MAX_CONNECTIONS;
 /// How long a step waits for a free connection (or for a new one to
 /// open) before failing with `Error::Store`, unless set.
-pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = settings::DEFAULT_ACQUIRE_TIMEOUT;
 /// How long a step waits for the server's answer by default: 5 seconds.
 /// A stalled server (paused, partitioned, overloaded) fails callers within
 /// this bound instead of hanging them; a claim waiting on a row locked by
 /// another caller's open transaction waits within it too.
-pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = settings::DEFAULT_RESPONSE_TIMEOUT;
 /// The name of the records table, unless set.
 pub const DEFAULT_TABLE: &str = "idem_records";
 /// How many rows one statement of [`MySqlStore::purge_expired`] deletes.
-pub const DEFAULT_PURGE_BATCH: u32 = 5_000;
+pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 
 /// Records in MySQL (8.0 and later) or MariaDB (10.6 and later): for
 /// several replicas that share a database, with records that survive
@@ -131,24 +124,12 @@ pub const DEFAULT_PURGE_BATCH: u32 = 5_000;
 /// ```
 #[derive(Clone)]
 pub struct MySqlStore {
-    inner: Arc<Inner>,
+    inner: Arc<crate::sql::store::Core<Sql>>,
 }
-
-struct Inner {
-    sql: Sql,
-    conns: Source,
-    purge_batch: u32,
-    response_timeout: Duration,
-}
-
-type Source = crate::sql::send::Source<MySqlConnection>;
 
 impl std::fmt::Debug for MySqlStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MySqlStore")
-            .field("table", &self.inner.sql.table)
-            .field("connections", &self.inner.conns.kind())
-            .finish()
+        self.inner.debug(f, "MySqlStore", self.table())
     }
 }
 
@@ -257,30 +238,8 @@ impl MySqlStore {
     /// # }
     /// ```
     pub async fn purge_expired(&self) -> Result<u64, StoreError> {
-        let purged = self.purge_counted().await?;
+        let purged = self.inner.purge().await?;
         Ok(purged.records + purged.steps + purged.tombstones)
-    }
-
-    /// Purges as [`purge_expired`](Self::purge_expired) does, counting
-    /// records and steps apart.
-    async fn purge_counted(&self) -> Result<Purged, StoreError> {
-        let batch = i64::from(self.inner.purge_batch);
-        let sql = &self.inner.sql;
-        let mut purged = Purged::default();
-        for (statement, count) in [
-            (&sql.purge, &mut purged.records),
-            (&sql.compact, &mut purged.tombstones),
-            (&sql.steps.purge, &mut purged.steps),
-        ] {
-            loop {
-                let Affected(n) = self.send(|_| sqlx::query(statement).bind(batch)).await?;
-                *count += n;
-                if n < batch as u64 {
-                    break;
-                }
-            }
-        }
-        Ok(purged)
     }
 
     /// Closes the store's idle connections (or the caller's pool, for a
@@ -296,90 +255,4 @@ impl MySqlStore {
     }
 }
 
-#[async_trait]
-impl Store for MySqlStore {
-    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        let sql = &self.inner.sql;
-        let bytes = ClaimBytes::from(claim);
-        // The procedure answers Won again for our own token, so sending it
-        // twice is safe.
-        let rows: Vec<MySqlRow> = self
-            .send(|_| sql.claim_query(key.as_bytes(), &bytes, true))
-            .await?;
-        rows::claim_outcome(&rows)
-    }
-
-    async fn complete(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        record: &[u8],
-        kept: Retention,
-    ) -> Result<Fence, StoreError> {
-        let sql = &self.inner.sql;
-        let token = token.to_bytes();
-        let changed = self
-            .send(|again| {
-                let how = if again {
-                    Completion::Again
-                } else {
-                    Completion::Held
-                };
-                sql.complete_query(how, key.as_bytes(), &token, record, kept)
-            })
-            .await?;
-        self.fence(changed, key).await
-    }
-
-    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
-        let sql = &self.inner.sql;
-        let token = token.to_bytes();
-        let changed = self
-            .send(|_| sql.release_query(&sql.release, key.as_bytes(), &token))
-            .await?;
-        self.fence(changed, key).await
-    }
-
-    async fn renew(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        lease: Duration,
-    ) -> Result<Fence, StoreError> {
-        let sql = &self.inner.sql;
-        let token = token.to_bytes();
-        let changed = self
-            .send(|_| sql.renew_query(key.as_bytes(), &token, lease))
-            .await?;
-        self.fence(changed, key).await
-    }
-
-    async fn save_step(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        step: StepId,
-        value: &[u8],
-        ttl: Duration,
-    ) -> Result<Fence, StoreError> {
-        let sql = &self.inner.sql.steps;
-        let token = token.to_bytes();
-        let step = step.as_bytes();
-        // Sent again after a lost connection: the first save may have
-        // landed, and saving the same value again changes nothing.
-        let changed = self
-            .send(|_| sql.save_query(key.as_bytes(), &token, &step[..], value, ttl))
-            .await?;
-        self.fence(changed, key).await
-    }
-
-    fn records_steps(&self) -> bool {
-        true
-    }
-
-    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
-        let sql = &self.inner.sql;
-        let _: Affected = self.send(|_| sql.forget_query(key.as_bytes())).await?;
-        Ok(())
-    }
-}
+crate::sql::store::store_on_core!(MySqlStore);

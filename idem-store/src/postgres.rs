@@ -4,6 +4,7 @@
 mod admin;
 mod builder;
 mod conns;
+mod dialect;
 mod exec;
 mod migrate;
 mod rows;
@@ -14,14 +15,11 @@ mod tx;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::admin::Purged;
-use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
-use idem_core::{Store, StoreError};
-use sqlx::postgres::{PgConnection, PgPool, PgRow};
+use idem_core::StoreError;
+use sqlx::postgres::PgPool;
 
-use exec::Affected;
-use statements::{ClaimBytes, Sql, micros};
+use crate::sql::settings;
+use statements::Sql;
 
 /// The backend's name in a `StoreError`.
 const BACKEND: &str = "postgres";
@@ -30,22 +28,22 @@ pub use builder::PostgresStoreBuilder;
 pub use tx::{InTransaction, TxHandle};
 
 /// Connections [`PostgresStore::connect`] opens at most, unless set.
-pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+pub const DEFAULT_MAX_CONNECTIONS: u32 = settings::DEFAULT_MAX_CONNECTIONS;
 /// How long a step waits for a free connection (or for a new one to
 /// open) before failing with `Error::Store`, unless set.
-pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = settings::DEFAULT_ACQUIRE_TIMEOUT;
 
 /// How long a step waits for the server's answer by default: 5 seconds.
 /// A stalled server (paused, partitioned, overloaded) fails callers within
 /// this bound instead of hanging them; a claim waiting on a row locked by
 /// another caller's open transaction waits within it too.
-pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = settings::DEFAULT_RESPONSE_TIMEOUT;
 /// The schema of the records table, unless set.
 pub const DEFAULT_SCHEMA: &str = "public";
 /// The name of the records table, unless set.
 pub const DEFAULT_TABLE: &str = "idem_records";
 /// How many rows one statement of [`PostgresStore::purge_expired`] deletes.
-pub const DEFAULT_PURGE_BATCH: u32 = 5_000;
+pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 
 /// Records in PostgreSQL: for several replicas that share a database, with
 /// records that survive restarts.
@@ -92,24 +90,12 @@ pub const DEFAULT_PURGE_BATCH: u32 = 5_000;
 /// ```
 #[derive(Clone)]
 pub struct PostgresStore {
-    inner: Arc<Inner>,
+    inner: Arc<crate::sql::store::Core<Sql>>,
 }
-
-struct Inner {
-    sql: Sql,
-    conns: Source,
-    purge_batch: u32,
-    response_timeout: Duration,
-}
-
-type Source = crate::sql::send::Source<PgConnection>;
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresStore")
-            .field("table", &self.inner.sql.table)
-            .field("connections", &self.inner.conns.kind())
-            .finish()
+        self.inner.debug(f, "PostgresStore", self.table())
     }
 }
 
@@ -217,30 +203,8 @@ impl PostgresStore {
     /// # }
     /// ```
     pub async fn purge_expired(&self) -> Result<u64, StoreError> {
-        let purged = self.purge_counted().await?;
+        let purged = self.inner.purge().await?;
         Ok(purged.records + purged.steps + purged.tombstones)
-    }
-
-    /// Purges as [`purge_expired`](Self::purge_expired) does, counting
-    /// records and steps apart.
-    async fn purge_counted(&self) -> Result<Purged, StoreError> {
-        let batch = i64::from(self.inner.purge_batch);
-        let sql = &self.inner.sql;
-        let mut purged = Purged::default();
-        for (statement, count) in [
-            (&sql.purge, &mut purged.records),
-            (&sql.compact, &mut purged.tombstones),
-            (&sql.steps.purge, &mut purged.steps),
-        ] {
-            loop {
-                let Affected(n) = self.send(|_| sqlx::query(statement).bind(batch)).await?;
-                *count += n;
-                if n < batch as u64 {
-                    break;
-                }
-            }
-        }
-        Ok(purged)
     }
 
     /// Closes the store's idle connections (or the caller's pool, for a
@@ -256,96 +220,4 @@ impl PostgresStore {
     }
 }
 
-#[async_trait]
-impl Store for PostgresStore {
-    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        let sql = &self.inner.sql;
-        let bytes = ClaimBytes::from(claim);
-        // The claim function answers Won again for our own token, so
-        // sending it twice is safe.
-        let row: PgRow = self
-            .send(|_| sql.claim_query(key.as_bytes(), &bytes))
-            .await?;
-        rows::claim_outcome(&row)
-    }
-
-    async fn complete(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        record: &[u8],
-        kept: Retention,
-    ) -> Result<Fence, StoreError> {
-        let sql = &self.inner.sql;
-        let token = token.to_bytes();
-        let changed = self
-            .send(|again| {
-                let text = if again {
-                    &sql.complete_again
-                } else {
-                    &sql.complete
-                };
-                sql.complete_query(text, key.as_bytes(), &token, record, kept)
-            })
-            .await?;
-        self.fence(changed, key).await
-    }
-
-    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
-        let sql = &self.inner.sql;
-        let token = token.to_bytes();
-        let changed = self
-            .send(|_| sql.release_query(&sql.release, key.as_bytes(), &token))
-            .await?;
-        self.fence(changed, key).await
-    }
-
-    async fn renew(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        lease: Duration,
-    ) -> Result<Fence, StoreError> {
-        let sql = &self.inner.sql;
-        let token = token.to_bytes();
-        let changed = self
-            .send(|_| sql.renew_query(key.as_bytes(), &token, lease))
-            .await?;
-        self.fence(changed, key).await
-    }
-
-    async fn save_step(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        step: StepId,
-        value: &[u8],
-        ttl: Duration,
-    ) -> Result<Fence, StoreError> {
-        let sql = &self.inner.sql.steps;
-        let token = token.to_bytes();
-        // Sent again after a lost connection: the first save may have
-        // landed, and saving the same value again changes nothing.
-        let changed = self
-            .send(|_| {
-                sqlx::query(&sql.save)
-                    .bind(&key.as_bytes()[..])
-                    .bind(&token[..])
-                    .bind(&step.as_bytes()[..])
-                    .bind(value)
-                    .bind(micros(ttl))
-            })
-            .await?;
-        self.fence(changed, key).await
-    }
-
-    fn records_steps(&self) -> bool {
-        true
-    }
-
-    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
-        let sql = &self.inner.sql;
-        let _: Affected = self.send(|_| sql.forget_query(key.as_bytes())).await?;
-        Ok(())
-    }
-}
+crate::sql::store::store_on_core!(PostgresStore);

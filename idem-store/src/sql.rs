@@ -1,12 +1,20 @@
 //! What the SQL stores (PostgreSQL, MySQL) share beyond their connections
-//! (`crate::conns`): sending a statement, reading the rows of their admin
-//! queries, what `check_schema` says, and which names they take.
+//! (`crate::conns`): their steps and transactional mode, written once over
+//! a `Dialect` (`dialect.rs`) each store implements for its statements;
+//! their builders' settings; sending a statement; reading the rows of
+//! their admin queries; what `check_schema` says; which names they take.
 
 use idem_core::StoreError;
 
 pub(crate) mod admin;
+pub(crate) mod claimed;
+pub(crate) mod dialect;
 pub(crate) mod schema;
 pub(crate) mod send;
+pub(crate) mod setters;
+pub(crate) mod settings;
+pub(crate) mod store;
+pub(crate) mod tx;
 
 /// Names are quoted into SQL, so only plain identifiers are accepted:
 /// `what` (e.g. `"table"`) `name`, of at most `max` bytes.

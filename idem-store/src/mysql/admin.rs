@@ -52,6 +52,7 @@ impl MySqlStore {
                      WHERE table_schema = COALESCE(?, DATABASE()) AND table_name IN (?, ?)";
         let versions_table = format!("{}_migrations", sql.table_name);
         let rows = self
+            .inner
             .send::<Vec<MySqlRow>>(|_| {
                 sqlx::query(found)
                     .bind(sql.database_name.as_deref())
@@ -72,7 +73,8 @@ impl MySqlStore {
             sql.versions
         );
         expected.version(count(
-            self.send::<Vec<MySqlRow>>(|_| sqlx::query(&versions))
+            self.inner
+                .send::<Vec<MySqlRow>>(|_| sqlx::query(&versions))
                 .await?,
         )?)
     }
@@ -100,7 +102,8 @@ impl Admin for MySqlStore {
                 .bind(older_than)
                 .bind(limit)
         };
-        self.send::<Vec<MySqlRow>>(query)
+        self.inner
+            .send::<Vec<MySqlRow>>(query)
             .await?
             .iter()
             .map(|row| sql::admin::info(BACKEND, row))
@@ -114,7 +117,8 @@ impl Admin for MySqlStore {
             t = self.inner.sql.table
         );
         let query = |_| sqlx::query(&text).bind(&key.as_bytes()[..]);
-        self.send::<Vec<MySqlRow>>(query)
+        self.inner
+            .send::<Vec<MySqlRow>>(query)
             .await?
             .first()
             .map(|row| sql::admin::info(BACKEND, row))
@@ -122,7 +126,7 @@ impl Admin for MySqlStore {
     }
 
     async fn purge(&self) -> Result<Purged, StoreError> {
-        self.purge_counted().await
+        self.inner.purge().await
     }
 
     async fn stats(&self) -> Result<Stats, StoreError> {
@@ -134,7 +138,10 @@ impl Admin for MySqlStore {
              CAST(COALESCE(SUM(expires_at <= {NOW} AND tombstone_until > {NOW}), 0) AS SIGNED) FROM {t}",
             t = self.inner.sql.table
         );
-        let rows = self.send::<Vec<MySqlRow>>(|_| sqlx::query(&text)).await?;
+        let rows = self
+            .inner
+            .send::<Vec<MySqlRow>>(|_| sqlx::query(&text))
+            .await?;
         sql::admin::stats(BACKEND, &rows)
     }
 }

@@ -1,10 +1,8 @@
-//! The connections `MySqlStore::connect` keeps (dedicated
-//! `MySqlConnection`s reused without a health check, see `crate::conns`),
-//! and which failures mean the connection itself is gone.
+//! What MySQL's connections (`crate::conns`, reused without a health
+//! check) are called in errors, and which failures mean a connection
+//! itself is gone.
 
-use sqlx::mysql::{MySqlConnection, MySqlDatabaseError};
-
-pub(super) type Conns = crate::conns::Conns<MySqlConnection>;
+use sqlx::mysql::MySqlDatabaseError;
 
 /// The names `Conns` gives MySQL in its errors.
 pub(super) const NAMES: (&str, &str) = ("mysql", "MySQL");

@@ -8,12 +8,9 @@
 //! value is bound (`?`); MySQL numbers parameters by position, so a value
 //! used twice is bound twice.
 
-use std::time::Duration;
-
 use idem_core::StoreError;
-use idem_core::store::{Claim, Retention};
 
-use super::{BACKEND, MyQuery, NOW, micros};
+use super::{BACKEND, NOW};
 
 impl super::MySqlStore {
     /// The statements of this store's table, for the transactional mode.
@@ -21,13 +18,6 @@ impl super::MySqlStore {
         &self.inner.sql
     }
 }
-
-/// Claim outcomes as the claim procedure reports them.
-pub(super) const WON: i32 = 0;
-pub(super) const TOOK_OVER: i32 = 1;
-pub(super) const IN_PROGRESS: i32 = 2;
-pub(super) const COMPLETED: i32 = 3;
-pub(super) const EXPIRED: i32 = 4;
 
 /// Where the records live and the statements that use them.
 #[derive(Debug)]
@@ -135,130 +125,5 @@ impl Sql {
             steps,
             table: t,
         })
-    }
-}
-
-impl Sql {
-    /// A failed statement as a store error; a missing table or procedure
-    /// (errors 1146, 1305) says to run the migration.
-    pub(super) fn store_error(&self, err: sqlx::Error) -> StoreError {
-        let number = err
-            .as_database_error()
-            .and_then(|db| db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
-            .map(|db| db.number());
-        if matches!(number, Some(1146 | 1305)) {
-            return StoreError::misconfigured(
-                BACKEND,
-                format!(
-                    "{err}: the table {} is not set up; call `MySqlStore::migrate()` once at startup (it is idempotent and safe to run from every replica)",
-                    self.table
-                ),
-            );
-        }
-        StoreError::new(BACKEND, err)
-    }
-}
-
-impl Sql {
-    /// The claim procedure's call; `own_tx` false inside the caller's
-    /// transaction.
-    pub(super) fn claim_query<'q>(
-        &'q self,
-        key: &'q [u8],
-        claim: &'q ClaimBytes,
-        own_tx: bool,
-    ) -> MyQuery<'q> {
-        sqlx::query(&self.claim)
-            .bind(key)
-            .bind(&claim.token[..])
-            .bind(&claim.fingerprint[..])
-            .bind(claim.lease_us)
-            .bind(claim.site)
-            .bind(own_tx)
-    }
-
-    pub(super) fn complete_query<'q>(
-        &'q self,
-        how: Completion,
-        key: &'q [u8],
-        token: &'q [u8],
-        record: &'q [u8],
-        kept: Retention,
-    ) -> MyQuery<'q> {
-        let text = match how {
-            Completion::Held => &self.complete,
-            Completion::Again => &self.complete_again,
-            Completion::Locked => &self.complete_locked,
-        };
-        let query = sqlx::query(text)
-            .bind(record)
-            .bind(micros(kept.ttl))
-            .bind(kept.tombstone.map(|_| micros(kept.kept_for())))
-            .bind(key)
-            .bind(token);
-        match how {
-            Completion::Again => query.bind(record),
-            Completion::Held | Completion::Locked => query,
-        }
-    }
-
-    pub(super) fn release_query<'q>(
-        &'q self,
-        text: &'q str,
-        key: &'q [u8],
-        token: &'q [u8],
-    ) -> MyQuery<'q> {
-        sqlx::query(text).bind(key).bind(token)
-    }
-
-    pub(super) fn live_query<'q>(&'q self, key: &'q [u8]) -> MyQuery<'q> {
-        sqlx::query(&self.live).bind(key)
-    }
-
-    pub(super) fn renew_query<'q>(
-        &'q self,
-        key: &'q [u8],
-        token: &'q [u8],
-        lease: Duration,
-    ) -> MyQuery<'q> {
-        sqlx::query(&self.renew)
-            .bind(micros(lease))
-            .bind(key)
-            .bind(token)
-    }
-
-    pub(super) fn forget_query<'q>(&'q self, key: &'q [u8]) -> MyQuery<'q> {
-        sqlx::query(&self.forget).bind(key)
-    }
-}
-
-/// Which completion statement to send.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Completion {
-    /// Fenced by our token and the lease.
-    Held,
-    /// Sent a second time after a lost connection: also accepts the row
-    /// the first one may have written.
-    Again,
-    /// In the caller's transaction, which holds the row's lock.
-    Locked,
-}
-
-/// A claim's parameters as the claim procedure binds them.
-pub(super) struct ClaimBytes {
-    token: [u8; 16],
-    fingerprint: [u8; 32],
-    lease_us: i64,
-    site: &'static str,
-}
-
-impl From<&Claim> for ClaimBytes {
-    fn from(claim: &Claim) -> Self {
-        ClaimBytes {
-            token: claim.token.to_bytes(),
-            fingerprint: *claim.fingerprint.as_bytes(),
-            lease_us: micros(claim.lease),
-            site: claim.site,
-        }
     }
 }

@@ -2,11 +2,9 @@
 //! records (`<table>_steps`): a release deletes the record row, not its
 //! steps. The claim procedure returns them with a won claim, one row each.
 
-use std::time::Duration;
-
 use idem_core::store::StepId;
 
-use super::{MyQuery, NOW, micros};
+use super::NOW;
 
 /// The statements of steps, rendered once per table.
 #[derive(Debug)]
@@ -36,25 +34,6 @@ impl StepsSql {
             ),
             table: steps.to_owned(),
         }
-    }
-
-    pub(super) fn save_query<'q>(
-        &'q self,
-        key: &'q [u8],
-        token: &'q [u8],
-        step: &'q [u8],
-        value: &'q [u8],
-        ttl: Duration,
-    ) -> MyQuery<'q> {
-        let ttl = micros(ttl);
-        sqlx::query(&self.save)
-            .bind(step)
-            .bind(value)
-            .bind(ttl)
-            .bind(key)
-            .bind(token)
-            .bind(value)
-            .bind(ttl)
     }
 }
 

@@ -1,23 +1,14 @@
 //! The transactional mode: a call whose claim, body and completion run in
-//! the caller's transaction.
+//! the caller's transaction (its steps in `crate::sql::tx`).
 
-use std::time::Duration;
-
-use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, Token, async_trait};
-use idem_core::{Call, Error, ErrorPolicy, Reported, Store, StoreError};
+use idem_core::{Call, Error, ErrorPolicy, Reported};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::MySql;
-use sqlx::mysql::{MySqlConnection, MySqlRow};
-use tokio::sync::Mutex;
+use sqlx::mysql::MySqlConnection;
 
-use super::MyQuery;
 use super::MySqlStore;
-use super::exec::Affected;
-use super::rows::claim_outcome;
-use super::statements::{ClaimBytes, Completion, Sql};
-use crate::sql::send::Answer;
+use super::statements::Sql;
 
 /// A call that will run inside a database transaction. Made by
 /// [`MySqlStore::in_transaction`]; run by [`run`](InTransaction::run).
@@ -150,83 +141,7 @@ impl<P> InTransaction<'_, P> {
         P: ErrorPolicy<E>,
         F: AsyncFnOnce(&mut MySqlConnection) -> Result<T, E>,
     {
-        let store = TxStore {
-            sql: self.store.statements(),
-            conn: Mutex::new(self.conn),
-        };
-        let store = &store;
-        self.call
-            .run_on_reported(store, || async move {
-                let mut conn = store.conn.lock().await;
-                body(&mut **conn).await
-            })
-            .await
-    }
-}
-
-/// A store on one transaction's connection. The body holds the connection
-/// while it runs; the protocol's steps take it before and after.
-struct TxStore<'a> {
-    sql: &'a Sql,
-    conn: Mutex<&'a mut MySqlConnection>,
-}
-
-impl TxStore<'_> {
-    async fn send<'q, T: Answer<MySqlConnection, MyQuery<'q>>>(
-        &self,
-        query: MyQuery<'q>,
-    ) -> Result<T, StoreError> {
-        let mut conn = self.conn.lock().await;
-        T::read(query, &mut conn)
-            .await
-            .map_err(|err| self.sql.store_error(err))
-    }
-}
-
-#[async_trait]
-impl Store for TxStore<'_> {
-    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        let bytes = ClaimBytes::from(claim);
-        // `false`: no transaction of the procedure's own, no snapshot read.
-        let rows: Vec<MySqlRow> = self
-            .send(self.sql.claim_query(key.as_bytes(), &bytes, false))
-            .await?;
-        claim_outcome(&rows)
-    }
-
-    async fn complete(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        record: &[u8],
-        kept: Retention,
-    ) -> Result<Fence, StoreError> {
-        let token = token.to_bytes();
-        let query =
-            self.sql
-                .complete_query(Completion::Locked, key.as_bytes(), &token, record, kept);
-        Ok(self.send::<Affected>(query).await?.fence())
-    }
-
-    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
-        let token = token.to_bytes();
-        let query = self
-            .sql
-            .release_query(&self.sql.release_locked, key.as_bytes(), &token);
-        Ok(self.send::<Affected>(query).await?.fence())
-    }
-
-    /// Nothing to do: the claim row is locked by this transaction, so no
-    /// one can take it over while the transaction lives. (The body holds
-    /// the connection, so a renewal could not be sent anyway.)
-    async fn renew(&self, _: &RecordKey, _: Token, _: Duration) -> Result<Fence, StoreError> {
-        Ok(Fence::Held)
-    }
-
-    /// Inside the transaction: the record is gone when it commits.
-    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
-        let query = self.sql.forget_query(key.as_bytes());
-        self.send::<Affected>(query).await?;
-        Ok(())
+        let sql = self.store.statements();
+        crate::sql::tx::run_reported::<Sql, _, _, _, _>(sql, self.conn, self.call, body).await
     }
 }

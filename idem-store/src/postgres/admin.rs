@@ -13,7 +13,7 @@ use crate::sql;
 
 use super::BACKEND;
 use super::PostgresStore;
-use super::statements::micros;
+use crate::sql::dialect::micros;
 
 /// The columns every answer reads; the record's bytes come after them.
 const COLUMNS: &str = "key, site, \
@@ -38,6 +38,7 @@ impl PostgresStore {
         let sql = &self.inner.sql;
         let text = "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL";
         let rows = self
+            .inner
             .send::<Vec<PgRow>>(|_| sqlx::query(text).bind(&sql.table).bind(&sql.versions))
             .await?;
         let set_up: bool = rows
@@ -55,7 +56,10 @@ impl PostgresStore {
             return Err(expected.missing());
         }
         let versions = format!("SELECT coalesce(max(version), 0) FROM {}", sql.versions);
-        let rows = self.send::<Vec<PgRow>>(|_| sqlx::query(&versions)).await?;
+        let rows = self
+            .inner
+            .send::<Vec<PgRow>>(|_| sqlx::query(&versions))
+            .await?;
         let version: i32 = rows
             .first()
             .map(|row| row.try_get(0))
@@ -83,7 +87,8 @@ impl Admin for PostgresStore {
                 .bind(filter.older_than.map(micros))
                 .bind(limit)
         };
-        self.send::<Vec<PgRow>>(query)
+        self.inner
+            .send::<Vec<PgRow>>(query)
             .await?
             .iter()
             .map(|row| sql::admin::info(BACKEND, row))
@@ -96,7 +101,8 @@ impl Admin for PostgresStore {
             t = self.inner.sql.table
         );
         let query = |_| sqlx::query(&text).bind(&key.as_bytes()[..]);
-        self.send::<Vec<PgRow>>(query)
+        self.inner
+            .send::<Vec<PgRow>>(query)
             .await?
             .first()
             .map(|row| sql::admin::info(BACKEND, row))
@@ -104,7 +110,7 @@ impl Admin for PostgresStore {
     }
 
     async fn purge(&self) -> Result<Purged, StoreError> {
-        self.purge_counted().await
+        self.inner.purge().await
     }
 
     async fn stats(&self) -> Result<Stats, StoreError> {
@@ -118,7 +124,10 @@ impl Admin for PostgresStore {
                  AND tombstone_until > statement_timestamp()) FROM {t}",
             t = self.inner.sql.table
         );
-        let rows = self.send::<Vec<PgRow>>(|_| sqlx::query(&text)).await?;
+        let rows = self
+            .inner
+            .send::<Vec<PgRow>>(|_| sqlx::query(&text))
+            .await?;
         sql::admin::stats(BACKEND, &rows)
     }
 }

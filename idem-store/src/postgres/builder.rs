@@ -1,18 +1,13 @@
 //! The settings of a `PostgresStore` and the ways to connect it.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use idem_core::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
 use super::BACKEND;
-use super::conns::{self, Conns};
 use super::statements::Sql;
-use super::{
-    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_PURGE_BATCH,
-    DEFAULT_RESPONSE_TIMEOUT, DEFAULT_SCHEMA, DEFAULT_TABLE, Inner, PostgresStore, Source,
-};
+use super::{DEFAULT_SCHEMA, DEFAULT_TABLE, PostgresStore};
+use crate::sql::setters::settings_setters;
+use crate::sql::settings::Settings;
 
 /// Settings of a [`PostgresStore`]: where the records live and how many
 /// connections to keep. Made by [`PostgresStore::builder`].
@@ -32,21 +27,22 @@ use super::{
 pub struct PostgresStoreBuilder {
     schema: String,
     table: String,
-    max_connections: u32,
-    acquire_timeout: Duration,
-    response_timeout: Duration,
-    purge_batch: u32,
+    settings: Settings,
 }
+
+settings_setters!(
+    PostgresStoreBuilder,
+    "PostgresStore",
+    "postgres://app@db.internal/app",
+    "WAL bursts"
+);
 
 impl Default for PostgresStoreBuilder {
     fn default() -> Self {
         PostgresStoreBuilder {
             schema: DEFAULT_SCHEMA.to_owned(),
             table: DEFAULT_TABLE.to_owned(),
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
-            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
-            purge_batch: DEFAULT_PURGE_BATCH,
+            settings: Settings::default(),
         }
     }
 }
@@ -77,67 +73,6 @@ impl PostgresStoreBuilder {
     /// ```
     pub fn table(mut self, table: impl Into<String>) -> Self {
         self.table = table.into();
-        self
-    }
-
-    /// How many connections [`connect`](Self::connect) opens at most
-    /// (default 10). Ignored by [`from_pool`](Self::from_pool), whose pool
-    /// has its own limit.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let builder = idem::PostgresStore::builder().max_connections(32);
-    /// # Ok(()) }
-    /// ```
-    pub fn max_connections(mut self, max: u32) -> Self {
-        self.max_connections = max;
-        self
-    }
-
-    /// How long a step waits for a connection before `Error::Store`
-    /// (default 5 s).
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let builder = idem::PostgresStore::builder()
-    ///     .acquire_timeout(std::time::Duration::from_secs(1));
-    /// # Ok(()) }
-    /// ```
-    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
-        self.acquire_timeout = timeout;
-        self
-    }
-
-    /// How long a step (claim, complete, release, renew) waits for the
-    /// server's answer before `Error::Store`. Default:
-    /// [`DEFAULT_RESPONSE_TIMEOUT`] (5 s). The connection is closed after a
-    /// timeout; whether the operation took effect is unknown (a claim then ends
-    /// with its lease; a completion that did land is replayed).
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let store = idem::PostgresStore::builder()
-    ///     .response_timeout(std::time::Duration::from_secs(2))
-    ///     .connect("postgres://app@db.internal/app")
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
-        self
-    }
-
-    /// How many rows one statement of
-    /// [`purge_expired`](PostgresStore::purge_expired) deletes (default
-    /// 5,000): small batches keep locks and WAL bursts short.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), idem::StoreError> {
-    /// let builder = idem::PostgresStore::builder().purge_batch(1_000);
-    /// # Ok(()) }
-    /// ```
-    pub fn purge_batch(mut self, rows: u32) -> Self {
-        self.purge_batch = rows.max(1);
         self
     }
 
@@ -176,14 +111,8 @@ impl PostgresStoreBuilder {
         options: PgConnectOptions,
     ) -> Result<PostgresStore, StoreError> {
         let sql = Sql::new(&self.schema, &self.table)?;
-        let conns = Conns::new(
-            options,
-            self.max_connections,
-            self.acquire_timeout,
-            conns::NAMES,
-        );
-        conns.acquire().await?.keep();
-        Ok(self.build(sql, Source::Own(Box::new(conns))))
+        let inner = self.settings.connect_with(sql, options).await?;
+        Ok(PostgresStore { inner })
     }
 
     /// A store on the caller's sqlx pool. Each step is still one statement,
@@ -200,17 +129,7 @@ impl PostgresStoreBuilder {
     /// ```
     pub fn from_pool(self, pool: PgPool) -> Result<PostgresStore, StoreError> {
         let sql = Sql::new(&self.schema, &self.table)?;
-        Ok(self.build(sql, Source::Pool(pool)))
-    }
-
-    fn build(self, sql: Sql, conns: Source) -> PostgresStore {
-        PostgresStore {
-            inner: Arc::new(Inner {
-                sql,
-                conns,
-                purge_batch: self.purge_batch,
-                response_timeout: self.response_timeout,
-            }),
-        }
+        let inner = self.settings.on_pool(sql, pool);
+        Ok(PostgresStore { inner })
     }
 }

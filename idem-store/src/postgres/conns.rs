@@ -1,10 +1,6 @@
-//! The connections `PostgresStore::connect` keeps (dedicated
-//! `PgConnection`s reused without a health check, see `crate::conns`), and
-//! which failures mean the connection itself is gone.
-
-use sqlx::postgres::PgConnection;
-
-pub(super) type Conns = crate::conns::Conns<PgConnection>;
+//! What PostgreSQL's connections (`crate::conns`, reused without a health
+//! check) are called in errors, and which failures mean a connection
+//! itself is gone.
 
 /// The names `Conns` gives PostgreSQL in its errors.
 pub(super) const NAMES: (&str, &str) = ("postgres", "PostgreSQL");

@@ -9,15 +9,10 @@
 //! statement began was written at a later `statement_timestamp()` than
 //! ours, and by ours it would have more than its whole lease left.
 
-use std::time::Duration;
-
 use idem_core::StoreError;
 
 use super::BACKEND;
-use idem_core::store::{Claim, Retention};
-use sqlx::Postgres;
-use sqlx::postgres::PgArguments;
-use sqlx::query::Query;
+use crate::sql::claimed::{COMPLETED, IN_PROGRESS, TOOK_OVER, WON};
 
 impl super::PostgresStore {
     /// The statements of this store's table, for the transactional mode.
@@ -25,16 +20,6 @@ impl super::PostgresStore {
         &self.inner.sql
     }
 }
-
-/// A statement with its parameters bound.
-pub(super) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
-
-/// Claim outcomes as the claim function reports them.
-pub(super) const WON: i32 = 0;
-pub(super) const TOOK_OVER: i32 = 1;
-pub(super) const IN_PROGRESS: i32 = 2;
-pub(super) const COMPLETED: i32 = 3;
-pub(super) const EXPIRED: i32 = 4;
 
 /// Where the records live and the statements that use them.
 #[derive(Debug)]
@@ -148,104 +133,5 @@ impl Sql {
             schema_name: schema.to_owned(),
             table_name: table.to_owned(),
         })
-    }
-}
-
-impl Sql {
-    /// A failed statement as a store error; a missing table or claim
-    /// function (SQLSTATE 42P01, 42883, 3F000) says to run the migration.
-    pub(super) fn store_error(&self, err: sqlx::Error) -> StoreError {
-        let code = err.as_database_error().and_then(|db| db.code());
-        if matches!(code.as_deref(), Some("42P01" | "42883" | "3F000")) {
-            return StoreError::misconfigured(
-                BACKEND,
-                format!(
-                    "{err}: the table {} is not set up; call `PostgresStore::migrate()` once at startup (it is idempotent and safe to run from every replica)",
-                    self.table
-                ),
-            );
-        }
-        StoreError::new(BACKEND, err)
-    }
-}
-
-/// A duration as whole microseconds for the server, capped at 100 years.
-pub(super) fn micros(duration: Duration) -> i64 {
-    const CAP: u128 = 100 * 365 * 24 * 3600 * 1_000_000;
-    duration.as_micros().min(CAP) as i64
-}
-
-impl Sql {
-    pub(super) fn claim_query<'q>(&'q self, key: &'q [u8], claim: &'q ClaimBytes) -> PgQuery<'q> {
-        sqlx::query(&self.claim)
-            .bind(key)
-            .bind(&claim.token[..])
-            .bind(&claim.fingerprint[..])
-            .bind(claim.lease_us)
-            .bind(claim.site)
-    }
-
-    pub(super) fn complete_query<'q>(
-        &'q self,
-        text: &'q str,
-        key: &'q [u8],
-        token: &'q [u8],
-        record: &'q [u8],
-        kept: Retention,
-    ) -> PgQuery<'q> {
-        sqlx::query(text)
-            .bind(key)
-            .bind(token)
-            .bind(record)
-            .bind(micros(kept.ttl))
-            .bind(kept.tombstone.map(|_| micros(kept.kept_for())))
-    }
-
-    pub(super) fn release_query<'q>(
-        &'q self,
-        text: &'q str,
-        key: &'q [u8],
-        token: &'q [u8],
-    ) -> PgQuery<'q> {
-        sqlx::query(text).bind(key).bind(token)
-    }
-
-    pub(super) fn live_query<'q>(&'q self, key: &'q [u8]) -> PgQuery<'q> {
-        sqlx::query(&self.live).bind(key)
-    }
-
-    pub(super) fn renew_query<'q>(
-        &'q self,
-        key: &'q [u8],
-        token: &'q [u8],
-        lease: Duration,
-    ) -> PgQuery<'q> {
-        sqlx::query(&self.renew)
-            .bind(key)
-            .bind(token)
-            .bind(micros(lease))
-    }
-
-    pub(super) fn forget_query<'q>(&'q self, key: &'q [u8]) -> PgQuery<'q> {
-        sqlx::query(&self.forget).bind(key)
-    }
-}
-
-/// A claim's parameters as the claim statement binds them.
-pub(super) struct ClaimBytes {
-    token: [u8; 16],
-    fingerprint: [u8; 32],
-    lease_us: i64,
-    site: &'static str,
-}
-
-impl From<&Claim> for ClaimBytes {
-    fn from(claim: &Claim) -> Self {
-        ClaimBytes {
-            token: claim.token.to_bytes(),
-            fingerprint: *claim.fingerprint.as_bytes(),
-            lease_us: micros(claim.lease),
-            site: claim.site,
-        }
     }
 }

@@ -13,7 +13,8 @@ use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use super::super::BACKEND;
 use super::super::PostgresStore;
-use super::TxStore;
+use super::super::statements::Sql;
+use crate::sql::tx::TxStore;
 
 type Shared = Arc<Mutex<Option<sqlx::Transaction<'static, Postgres>>>>;
 
@@ -161,7 +162,7 @@ struct OwnedTxStore {
 impl OwnedTxStore {
     async fn on_tx<R>(
         &self,
-        step: impl AsyncFnOnce(&TxStore<'_>) -> Result<R, StoreError>,
+        step: impl AsyncFnOnce(&TxStore<'_, Sql>) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         let mut tx = self.tx.lock().await;
         let Some(tx) = tx.as_mut() else {
@@ -170,11 +171,7 @@ impl OwnedTxStore {
                 "the TxHandle's transaction has ended (committed or rolled back)",
             ));
         };
-        let store = TxStore {
-            sql: self.store.statements(),
-            conn: Mutex::new(&mut **tx),
-        };
-        step(&store).await
+        step(&TxStore::new(self.store.statements(), &mut **tx)).await
     }
 }
 
