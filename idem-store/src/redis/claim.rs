@@ -31,7 +31,10 @@ impl RedisStore {
         claim: &Claim,
     ) -> Result<ClaimOutcome, StoreError> {
         if self.recheck.load(Ordering::Relaxed) {
-            self.check_server().await?;
+            // The rare steps are boxed, so that the claim's future (which
+            // the `Store` trait boxes on every call) holds only the hot
+            // path's.
+            Box::pin(self.check_server()).await?;
             self.recheck.store(false, Ordering::Relaxed);
         }
         // `SET … NX GET` claims a free key, or leaves a held one as it is
@@ -71,7 +74,7 @@ impl RedisStore {
                     None => claim_value(claim)?,
                 };
                 let keys = [redis_key.as_slice(), &self.steps_key(key)];
-                self.take_over(keys, &held, &value, claim).await?
+                Box::pin(self.take_over(keys, &held, &value, claim)).await?
             }
         };
         if let (Some(value), ClaimOutcome::Won { steps, .. }) = (kept, &outcome) {
@@ -103,7 +106,7 @@ impl RedisStore {
     ) -> Result<(Option<i64>, Option<Vec<u8>>), StoreError> {
         let answer = if claim.expiry || claim.tombstone || self.replicas.is_some() {
             let pipe = self.claim_pipeline(key, redis_key, claim, kept)?;
-            self.claim_replies(&pipe, claim).await
+            Box::pin(self.claim_replies(&pipe, claim)).await
         } else {
             let set = set_nx_get(redis_key, claim, unix_now(), kept)?;
             self.send_cmd(&set).await.map(|held| (None, held, None))
@@ -116,7 +119,7 @@ impl RedisStore {
                 Ok((pttl, held))
             }
             Err(err) if refuses_writes(&err) && self.replicas.is_none() => {
-                let (pttl, held) = self.read_instead(redis_key, err).await?;
+                let (pttl, held) = Box::pin(self.read_instead(redis_key, err)).await?;
                 Ok((Some(pttl), held))
             }
             Err(err) => Err(store_error(err)),

@@ -107,13 +107,14 @@ impl RedisStore {
         args: &[&[u8]],
     ) -> redis::RedisResult<T> {
         let cmd = evalsha(script, keys, args);
+        // Boxed off the single connection's path, as in `send_cmd`.
         match &self.conn {
             Conn::Single(conn) => eval_on(&mut conn.clone(), script, &cmd).await,
-            Conn::Cluster(conn) => eval_on(&mut conn.clone(), script, &cmd).await,
+            Conn::Cluster(conn) => Box::pin(eval_on(&mut conn.clone(), script, &cmd)).await,
             Conn::Sentinel(followed) => {
-                followed
-                    .send(async |mut manager| eval_on(&mut manager, script, &cmd).await)
-                    .await
+                let send =
+                    followed.send(async |mut manager| eval_on(&mut manager, script, &cmd).await);
+                Box::pin(send).await
             }
         }
     }
@@ -145,12 +146,13 @@ impl RedisStore {
         &self,
         cmd: &Cmd,
     ) -> redis::RedisResult<T> {
+        // The cluster's and Sentinel's futures are boxed, so that a claim's
+        // future holds only the single connection's.
         let answer = match &self.conn {
             Conn::Single(conn) => cmd.query_async(&mut conn.clone()).await,
-            Conn::Cluster(conn) => cmd.query_async(&mut conn.clone()).await,
+            Conn::Cluster(conn) => Box::pin(cmd.query_async(&mut conn.clone())).await,
             Conn::Sentinel(followed) => {
-                followed
-                    .send(async |mut manager| cmd.query_async(&mut manager).await)
+                Box::pin(followed.send(async |mut manager| cmd.query_async(&mut manager).await))
                     .await
             }
         };
@@ -167,13 +169,13 @@ impl RedisStore {
         &self,
         pipe: &redis::Pipeline,
     ) -> redis::RedisResult<T> {
+        // Boxed off the single connection's path, as in `send_cmd`.
         match &self.conn {
             Conn::Single(conn) => pipe.query_async(&mut conn.clone()).await,
-            Conn::Cluster(conn) => pipe.query_async(&mut conn.clone()).await,
+            Conn::Cluster(conn) => Box::pin(pipe.query_async(&mut conn.clone())).await,
             Conn::Sentinel(followed) => {
-                followed
-                    .send(async |mut manager| pipe.query_async(&mut manager).await)
-                    .await
+                let send = followed.send(async |mut manager| pipe.query_async(&mut manager).await);
+                Box::pin(send).await
             }
         }
     }
