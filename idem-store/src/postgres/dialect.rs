@@ -45,12 +45,6 @@ impl Dialect for Sql {
         StoreError::new(BACKEND, err)
     }
 
-    /// In the caller's transaction a failed statement is reported as it
-    /// is, without `store_error`'s hint to migrate.
-    fn tx_error(&self, err: sqlx::Error) -> StoreError {
-        StoreError::new(BACKEND, err)
-    }
-
     /// The claim function runs in the statement's transaction either way.
     fn claim_query<'q>(&'q self, key: &'q [u8], claim: &'q ClaimBytes, _: bool) -> PgQuery<'q> {
         sqlx::query(&self.claim)

@@ -38,11 +38,6 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     /// A failed statement of a step as a store error.
     fn store_error(&self, err: sqlx::Error) -> StoreError;
 
-    /// A failed statement in the caller's transaction as a store error.
-    fn tx_error(&self, err: sqlx::Error) -> StoreError {
-        self.store_error(err)
-    }
-
     /// The claim; `own_tx` false inside the caller's transaction.
     fn claim_query<'q>(
         &'q self,

@@ -62,7 +62,7 @@ impl<'a, S: Dialect> TxStore<'a, S> {
         let mut conn = self.conn.lock().await;
         T::read(query, &mut conn)
             .await
-            .map_err(|err| self.sql.tx_error(err))
+            .map_err(|err| self.sql.store_error(err))
     }
 }
 
