@@ -33,7 +33,7 @@ type MyQuery<'q> = sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArgumen
 use crate::sql::dialect::micros;
 
 pub use builder::MySqlStoreBuilder;
-pub use tx::InTransaction;
+pub use tx::{InTransaction, TxHandle};
 
 /// Connections [`MySqlStore::connect`] opens at most, unless set.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = settings::DEFAULT_MAX_CONNECTIONS;
