@@ -90,7 +90,8 @@ pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 /// **Transactions.** [`in_transaction`](MySqlStore::in_transaction) runs
 /// a call inside the caller's `sqlx::Transaction<MySql>`: the claim, the
 /// body's own writes and the completed record commit or roll back
-/// together.
+/// together. [`tx_handle`](MySqlStore::tx_handle) makes an `Idempotency`
+/// handle on such a transaction, for `#[idempotent(store = tx)]`.
 ///
 /// **MySQL and MariaDB.** The statements keep to what both servers
 /// accept, so one migration serves both: no `RETURNING` (MariaDB only;
