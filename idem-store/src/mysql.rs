@@ -33,7 +33,7 @@ type MyQuery<'q> = sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArgumen
 use crate::sql::dialect::micros;
 
 pub use builder::MySqlStoreBuilder;
-pub use tx::InTransaction;
+pub use tx::{InTransaction, TxHandle};
 
 /// Connections [`MySqlStore::connect`] opens at most, unless set.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = settings::DEFAULT_MAX_CONNECTIONS;
@@ -90,7 +90,8 @@ pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 /// **Transactions.** [`in_transaction`](MySqlStore::in_transaction) runs
 /// a call inside the caller's `sqlx::Transaction<MySql>`: the claim, the
 /// body's own writes and the completed record commit or roll back
-/// together.
+/// together. [`tx_handle`](MySqlStore::tx_handle) makes an `Idempotency`
+/// handle on such a transaction, for `#[idempotent(store = tx)]`.
 ///
 /// **MySQL and MariaDB.** The statements keep to what both servers
 /// accept, so one migration serves both: no `RETURNING` (MariaDB only;

@@ -1,6 +1,7 @@
 //! What the SQL stores (PostgreSQL, MySQL) share beyond their connections
-//! (`crate::conns`): their steps and transactional mode, written once over
-//! a `Dialect` (`dialect.rs`) each store implements for its statements;
+//! (`crate::conns`): their steps, transactional mode and `TxHandle`,
+//! written once over a `Dialect` (`dialect.rs`) each store implements for
+//! its statements;
 //! their builders' settings; sending a statement; reading the rows of
 //! their admin queries; what `check_schema` says; which names they take.
 
@@ -15,6 +16,7 @@ pub(crate) mod setters;
 pub(crate) mod settings;
 pub(crate) mod store;
 pub(crate) mod tx;
+pub(crate) mod tx_handle;
 
 /// Names are quoted into SQL, so only plain identifiers are accepted:
 /// `what` (e.g. `"table"`) `name`, of at most `max` bytes.

@@ -1,8 +1,8 @@
 //! The transactional mode of `PostgresStore`: the claim, the body's own
 //! writes and the completed record commit or roll back together. The
 //! cases it shares with `MySqlStore` are in `support/sql/tx.rs`; here,
-//! a process that dies before its commit, steps and `forget` on a
-//! transaction.
+//! a process that dies before its commit, and a step in a transactional
+//! call.
 //!
 //! Needs a PostgreSQL server: see `support/pg_server.rs`.
 
@@ -14,7 +14,6 @@ mod sql;
 mod sql_pg;
 
 use std::process::Command;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -123,60 +122,4 @@ async fn a_step_in_a_transactional_call_is_refused() {
     assert!(reason.contains("transaction"), "{reason}");
     tx.rollback().await.unwrap();
     assert_eq!(f.orders().await, 0);
-}
-
-/// On a transaction's handle (`tx_handle`, for `#[idempotent(store = …)]`)
-/// a step is refused before its body runs: the store does not record steps.
-#[tokio::test]
-async fn a_step_on_a_transaction_handle_is_refused_before_it_runs() {
-    let f = fixture::<Pg>("tx_handle_step").await;
-    let tx = f.store.tx_handle(f.pool.begin().await.unwrap());
-    let runs = AtomicUsize::new(0);
-    let out: Result<u8, Error> = tx
-        .call("orders", "o-handle")
-        .run(|| async {
-            idem::step("charge", || async {
-                runs.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, Error>(1u8)
-            })
-            .await
-        })
-        .await;
-    let Err(Error::InvalidStep { reason, .. }) = out else {
-        panic!("expected InvalidStep, got {out:?}")
-    };
-    assert!(reason.contains("does not record steps"), "{reason}");
-    assert_eq!(runs.load(Ordering::SeqCst), 0, "the step's body ran");
-}
-
-/// `forget` on a transaction's handle deletes inside the transaction: the
-/// record is gone once it commits, and still there if it rolls back.
-#[tokio::test]
-async fn forget_on_a_transaction_commits_or_rolls_back_with_it() {
-    let f = fixture::<Pg>("tx_forget").await;
-    let runs = Arc::new(AtomicUsize::new(0));
-    let call = || {
-        let runs = Arc::clone(&runs);
-        f.idem.call("orders", "o-1").run(move || async move {
-            runs.fetch_add(1, Ordering::SeqCst);
-            Ok::<_, Error>(1u8)
-        })
-    };
-    call().await.unwrap();
-
-    let tx = f.store.tx_handle(f.pool.begin().await.unwrap());
-    tx.forget("orders", "o-1").await.unwrap();
-    tx.rollback().await.unwrap();
-    call().await.unwrap();
-    assert_eq!(
-        runs.load(Ordering::SeqCst),
-        1,
-        "rolled back: still replayed"
-    );
-
-    let tx = f.store.tx_handle(f.pool.begin().await.unwrap());
-    tx.forget("orders", "o-1").await.unwrap();
-    tx.commit().await.unwrap();
-    call().await.unwrap();
-    assert_eq!(runs.load(Ordering::SeqCst), 2, "committed: ran again");
 }

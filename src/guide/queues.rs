@@ -99,10 +99,12 @@
 //! no record; its claim expires with the lease, the broker redelivers, and
 //! the handler does the effect again. When the effect is a write to the same
 //! PostgreSQL database, run the handler on `PostgresStore::tx_handle(tx)`
-//! (`store = tx` in the attribute, the effect through `tx.conn()`): the claim,
-//! the effect and the record are one transaction. Killed before the commit,
-//! none of them exists and the redelivery bills at once (no lease to wait
-//! out); after it, all of them do and the redelivery replays. For effects in
+//! (`store = tx` in the attribute, the effect through `tx.conn()`), or on
+//! MySQL and MariaDB on `MySqlStore::tx_handle(tx)` (`idem::mysql::TxHandle`,
+//! the same methods): the claim, the effect and the record are one
+//! transaction. Killed before the commit, none of them exists and the
+//! redelivery bills at once (no lease to wait out); after it, all of them do
+//! and the redelivery replays. For effects in
 //! another system, pass `idem::child_key("…")` as that system's own
 //! idempotency key, so a redelivered handler sends it the same key again.
 //!

@@ -185,6 +185,11 @@
 //!   race with another claimer is a serialization error (`Error::Store`):
 //!   retry the transaction.
 //! - The handle's local replay cache is not used in this mode.
+//! - For `#[idempotent]` fns and queue handlers, `store.tx_handle(tx)` is an
+//!   `Idempotency` handle on the transaction (`idem::postgres::TxHandle`,
+//!   `idem::mysql::TxHandle`): pass it as `store = tx`, write through
+//!   `tx.conn()`, then `tx.commit()` or `tx.rollback()`, as in
+//!   [queues](super::queues).
 //!
 //! # MySQL and MariaDB
 //!
@@ -222,7 +227,8 @@
 //!   SIGKILLed before its commit leaves neither (`tests/mysql_tx.rs`). Under
 //!   REPEATABLE READ the claim of an existing key also locks the gap before
 //!   its row until the commit (InnoDB's duplicate-key check): keep those
-//!   transactions short.
+//!   transactions short. `store.tx_handle(tx)` gives the
+//!   `idem::mysql::TxHandle` for `#[idempotent(store = tx)]`, as on
+//!   PostgreSQL (`?` placeholders in the body's own SQL).
 //! - Not yet: `idem --mysql URL` in the CLI (`MySqlStore` implements
-//!   `idem::admin::Admin`), a `TxHandle` for `#[idempotent(store = tx)]`, and
-//!   the throughput bench.
+//!   `idem::admin::Admin`) and the throughput bench.

@@ -10,6 +10,9 @@ use sqlx::mysql::MySqlConnection;
 use super::MySqlStore;
 use super::statements::Sql;
 
+mod handle;
+pub use handle::TxHandle;
+
 /// A call that will run inside a database transaction. Made by
 /// [`MySqlStore::in_transaction`]; run by [`run`](InTransaction::run).
 ///

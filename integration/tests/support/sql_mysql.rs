@@ -7,7 +7,7 @@ use sqlx::mysql::MySqlConnection;
 
 use crate::mysql_server;
 use crate::sql::race::RaceServer;
-use crate::sql::tx::{Order, TxServer, place_in_inserting_an_order};
+use crate::sql::tx::{Order, TxServer, handle_inserting_an_order, place_in_inserting_an_order};
 use crate::sql::{SqlServer, alike_on_every_server};
 
 /// MySQL or MariaDB, as `mysql_server` finds it.
@@ -117,6 +117,8 @@ impl TxServer for MySqlServer {
     }
 
     place_in_inserting_an_order!(MySqlConnection);
+
+    handle_inserting_an_order!(idem::mysql::TxHandle);
 }
 
 /// Inserts the order `key` of `sku` into `orders` on `conn`.

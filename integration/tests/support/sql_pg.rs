@@ -6,7 +6,7 @@ use sqlx::{Connection, Postgres};
 
 use crate::pg_server;
 use crate::sql::race::RaceServer;
-use crate::sql::tx::{Order, TxServer, place_in_inserting_an_order};
+use crate::sql::tx::{Order, TxServer, handle_inserting_an_order, place_in_inserting_an_order};
 use crate::sql::{SqlServer, alike_on_every_server};
 
 /// PostgreSQL, as `pg_server` finds it.
@@ -126,6 +126,8 @@ impl TxServer for Pg {
     }
 
     place_in_inserting_an_order!(PgConnection);
+
+    handle_inserting_an_order!(idem::postgres::TxHandle);
 }
 
 /// Inserts the order `key` of `sku` into `orders` on `conn`.

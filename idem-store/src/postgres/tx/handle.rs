@@ -1,22 +1,14 @@
 //! The transactional mode for `#[idempotent]` fns: an `Idempotency` handle
-//! whose store is one transaction.
+//! whose store is one transaction (written once in `crate::sql::tx_handle`).
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, Token, async_trait};
-use idem_core::{Idempotency, Store, StoreError};
+use idem_core::Idempotency;
 use sqlx::Postgres;
 use sqlx::postgres::PgConnection;
-use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
+use tokio::sync::MappedMutexGuard;
 
-use super::super::BACKEND;
 use super::super::PostgresStore;
 use super::super::statements::Sql;
-use crate::sql::tx::TxStore;
-
-type Shared = Arc<Mutex<Option<sqlx::Transaction<'static, Postgres>>>>;
+use crate::sql::tx_handle::SharedTx;
 
 /// An [`Idempotency`] handle whose claims and completions run in one
 /// database transaction, for `#[idempotent]` fns: pass it as
@@ -57,10 +49,7 @@ type Shared = Arc<Mutex<Option<sqlx::Transaction<'static, Postgres>>>>;
 /// }
 /// # Ok(()) }
 /// ```
-pub struct TxHandle {
-    idem: Idempotency,
-    tx: Shared,
-}
+pub struct TxHandle(SharedTx<Sql>);
 
 impl PostgresStore {
     /// An [`Idempotency`] handle on the caller's transaction `tx` (from
@@ -77,15 +66,7 @@ impl PostgresStore {
     /// # Ok(()) }
     /// ```
     pub fn tx_handle(&self, tx: sqlx::Transaction<'static, Postgres>) -> TxHandle {
-        let tx: Shared = Arc::new(Mutex::new(Some(tx)));
-        let store = OwnedTxStore {
-            store: self.clone(),
-            tx: Arc::clone(&tx),
-        };
-        TxHandle {
-            idem: Idempotency::new(store),
-            tx,
-        }
+        TxHandle(SharedTx::<Sql>::new(&self.inner, tx))
     }
 }
 
@@ -101,11 +82,7 @@ impl TxHandle {
     /// # Ok(()) }
     /// ```
     pub async fn conn(&self) -> MappedMutexGuard<'_, PgConnection> {
-        MutexGuard::map(self.tx.lock().await, |tx| {
-            // Only `commit` and `rollback` end the transaction, and they
-            // take the handle.
-            &mut **tx.as_mut().expect("a live TxHandle holds its transaction")
-        })
+        self.0.conn().await
     }
 
     /// Commits the effects and the records together.
@@ -116,10 +93,7 @@ impl TxHandle {
     /// # Ok(()) }
     /// ```
     pub async fn commit(self) -> Result<(), sqlx::Error> {
-        match self.tx.lock().await.take() {
-            Some(tx) => tx.commit().await,
-            None => Ok(()),
-        }
+        self.0.commit().await
     }
 
     /// Rolls back the effects and the claims: a retry runs the body again
@@ -131,10 +105,7 @@ impl TxHandle {
     /// # Ok(()) }
     /// ```
     pub async fn rollback(self) -> Result<(), sqlx::Error> {
-        match self.tx.lock().await.take() {
-            Some(tx) => tx.rollback().await,
-            None => Ok(()),
-        }
+        self.0.rollback().await
     }
 }
 
@@ -142,71 +113,12 @@ impl std::ops::Deref for TxHandle {
     type Target = Idempotency;
 
     fn deref(&self) -> &Idempotency {
-        &self.idem
+        self.0.idem()
     }
 }
 
 impl std::fmt::Debug for TxHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TxHandle").finish_non_exhaustive()
-    }
-}
-
-/// The store of a [`TxHandle`]: each step borrows the transaction's
-/// connection and runs as [`PostgresStore::in_transaction`]'s steps do.
-struct OwnedTxStore {
-    store: PostgresStore,
-    tx: Shared,
-}
-
-impl OwnedTxStore {
-    async fn on_tx<R>(
-        &self,
-        step: impl AsyncFnOnce(&TxStore<'_, Sql>) -> Result<R, StoreError>,
-    ) -> Result<R, StoreError> {
-        let mut tx = self.tx.lock().await;
-        let Some(tx) = tx.as_mut() else {
-            return Err(StoreError::misconfigured(
-                BACKEND,
-                "the TxHandle's transaction has ended (committed or rolled back)",
-            ));
-        };
-        step(&TxStore::new(self.store.statements(), &mut **tx)).await
-    }
-}
-
-#[async_trait]
-impl Store for OwnedTxStore {
-    async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        self.on_tx(async |store| store.claim(key, claim).await)
-            .await
-    }
-
-    async fn complete(
-        &self,
-        key: &RecordKey,
-        token: Token,
-        record: &[u8],
-        kept: Retention,
-    ) -> Result<Fence, StoreError> {
-        self.on_tx(async |store| store.complete(key, token, record, kept).await)
-            .await
-    }
-
-    async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
-        self.on_tx(async |store| store.release(key, token).await)
-            .await
-    }
-
-    /// Nothing to do, as in [`PostgresStore::in_transaction`]: the claim
-    /// row is locked by the transaction. (Not locking here also keeps a
-    /// renewal from waiting on a body that holds the connection.)
-    async fn renew(&self, _: &RecordKey, _: Token, _: Duration) -> Result<Fence, StoreError> {
-        Ok(Fence::Held)
-    }
-
-    /// Inside the transaction: the record is gone when it commits.
-    async fn forget(&self, key: &RecordKey) -> Result<(), StoreError> {
-        self.on_tx(async |store| store.forget(key).await).await
     }
 }

@@ -182,6 +182,9 @@ macro_rules! tx_cases {
             tx::a_committed_call_makes_one_order_and_duplicates_replay,
             tx::a_concurrent_duplicate_waits_for_the_commit_then_replays,
             tx::a_tombstone_is_kept_in_the_transactional_mode,
+            tx::a_step_on_a_transaction_handle_is_refused_before_it_runs,
+            tx::forget_on_a_transaction_commits_or_rolls_back_with_it,
+            tx::a_handle_commits_and_rolls_back_the_body_s_write_with_the_record,
         );
     };
 }

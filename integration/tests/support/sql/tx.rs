@@ -1,7 +1,10 @@
-//! The transactional mode (`in_transaction`): the claim, the body's own
-//! writes and the completed record commit or roll back together. The
-//! body of every case inserts an order in a table beside the store.
+//! The transactional mode (`in_transaction`, and `tx_handle` for
+//! `#[idempotent(store = …)]`): the claim, the body's own writes and the
+//! completed record commit or roll back together. The body of every case
+//! inserts an order in a table beside the store.
 
+use std::ops::Deref;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -52,6 +55,24 @@ pub(crate) trait TxServer: SqlServer {
     ) -> Result<Order, E>
     where
         Self: Sized;
+    /// The store's handle on a transaction (its `TxHandle`).
+    type Handle: Deref<Target = Idempotency> + Send + Sync;
+    /// `store.tx_handle(tx)`.
+    fn tx_handle(store: &Self::Store, tx: Transaction<'static, Self::Db>) -> Self::Handle;
+    /// Commits `handle`'s transaction, or rolls it back.
+    async fn end(handle: Self::Handle, commit: bool);
+    /// Runs the call `key` (fingerprinted by `sku`) on `handle`: its body
+    /// counts a run in `runs` and inserts the order through the handle's
+    /// connection (`handle.conn()`).
+    async fn place_on(
+        f: &Fixture<Self>,
+        handle: &Self::Handle,
+        key: &str,
+        sku: &str,
+        runs: &AtomicUsize,
+    ) -> Result<Order, Error>
+    where
+        Self: Sized;
 }
 
 /// A table of orders and a migrated store beside it, on one pool.
@@ -92,6 +113,25 @@ impl<S: TxServer> Fixture<S> {
     pub(crate) async fn completed(&self) -> i64 {
         let table = S::table(&self.store);
         S::count(&format!("{table} WHERE record IS NOT NULL")).await
+    }
+
+    /// A handle on a new transaction of the pool.
+    pub(crate) async fn handle(&self) -> S::Handle {
+        S::tx_handle(&self.store, self.pool.begin().await.unwrap())
+    }
+
+    /// Places an order on a handle of its own and commits or rolls back.
+    pub(crate) async fn place_on_handle(
+        &self,
+        key: &str,
+        sku: &str,
+        runs: &AtomicUsize,
+        commit: bool,
+    ) -> Result<Order, Error> {
+        let handle = self.handle().await;
+        let out = S::place_on(self, &handle, key, sku, runs).await;
+        S::end(handle, commit).await;
+        out
     }
 
     /// Places an order inside a transaction of its own and commits it
@@ -246,6 +286,96 @@ pub(crate) async fn a_tombstone_is_kept_in_the_transactional_mode<S: TxServer>()
     assert_eq!((runs.load(Ordering::SeqCst), f.orders().await), (1, 1));
 }
 
+/// On a transaction's handle (`tx_handle`, for `#[idempotent(store = …)]`)
+/// a step is refused before its body runs: the store does not record steps.
+pub(crate) async fn a_step_on_a_transaction_handle_is_refused_before_it_runs<S: TxServer>() {
+    let f = fixture::<S>("tx_handle_step").await;
+    let tx = f.handle().await;
+    let runs = AtomicUsize::new(0);
+    let out: Result<u8, Error> = tx
+        .call("orders", "o-handle")
+        .run(|| async {
+            idem::step("charge", || async {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Error>(1u8)
+            })
+            .await
+        })
+        .await;
+    let Err(Error::InvalidStep { reason, .. }) = out else {
+        panic!("expected InvalidStep, got {out:?}")
+    };
+    assert!(reason.contains("does not record steps"), "{reason}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the step's body ran");
+    S::end(tx, false).await;
+}
+
+/// `forget` on a transaction's handle deletes inside the transaction: the
+/// record is gone once it commits, and still there if it rolls back.
+pub(crate) async fn forget_on_a_transaction_commits_or_rolls_back_with_it<S: TxServer>() {
+    let f = fixture::<S>("tx_forget").await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let call = || {
+        let runs = Arc::clone(&runs);
+        f.idem.call("orders", "o-1").run(move || async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Error>(1u8)
+        })
+    };
+    call().await.unwrap();
+
+    let tx = f.handle().await;
+    tx.forget("orders", "o-1").await.unwrap();
+    S::end(tx, false).await;
+    call().await.unwrap();
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "rolled back: still replayed"
+    );
+
+    let tx = f.handle().await;
+    tx.forget("orders", "o-1").await.unwrap();
+    S::end(tx, true).await;
+    call().await.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "committed: ran again");
+}
+
+/// On a transaction's handle, the body's own write (through
+/// `handle.conn()`) and the record commit together, so a duplicate after
+/// the commit replays, and roll back together, so a retry after the
+/// rollback runs again and nothing of the first attempt stays.
+pub(crate) async fn a_handle_commits_and_rolls_back_the_body_s_write_with_the_record<
+    S: TxServer,
+>() {
+    let f = fixture::<S>("tx_handle_write").await;
+    let runs = AtomicUsize::new(0);
+    let first = f
+        .place_on_handle("o-1", "sku-1", &runs, true)
+        .await
+        .unwrap();
+    assert_eq!((f.orders().await, f.completed().await), (1, 1));
+    let again = f
+        .place_on_handle("o-1", "sku-1", &runs, true)
+        .await
+        .unwrap();
+    assert_eq!(again, first, "the duplicate replays the committed order");
+    assert_eq!((runs.load(Ordering::SeqCst), f.orders().await), (1, 1));
+
+    let runs = AtomicUsize::new(0);
+    f.place_on_handle("o-2", "sku-2", &runs, false)
+        .await
+        .unwrap();
+    assert_eq!((f.orders().await, f.records().await), (1, 1), "rolled back");
+    let retried = f
+        .place_on_handle("o-2", "sku-2", &runs, true)
+        .await
+        .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "the retry ran again");
+    assert_eq!((f.orders().await, f.completed().await), (2, 2));
+    assert_eq!(retried.sku, "sku-2");
+}
+
 /// [`TxServer::place_in`] in a server's impl, on its connection type
 /// `$conn`, with the `insert_order` of the impl's module: the stores'
 /// `in_transaction` have the same shape.
@@ -270,3 +400,40 @@ macro_rules! place_in_inserting_an_order {
     };
 }
 pub(crate) use place_in_inserting_an_order;
+
+/// The [`TxServer`] items on a transaction's handle in a server's impl, its
+/// `TxHandle` being `$handle`, with the `insert_order` of the impl's
+/// module: the stores' `tx_handle` have the same shape.
+macro_rules! handle_inserting_an_order {
+    ($handle:ty) => {
+        type Handle = $handle;
+
+        fn tx_handle(store: &Self::Store, tx: ::sqlx::Transaction<'static, Self::Db>) -> $handle {
+            store.tx_handle(tx)
+        }
+
+        async fn end(handle: $handle, commit: bool) {
+            if commit {
+                handle.commit().await.unwrap();
+            } else {
+                handle.rollback().await.unwrap();
+            }
+        }
+
+        async fn place_on(
+            f: &$crate::sql::tx::Fixture<Self>,
+            handle: &$handle,
+            key: &str,
+            sku: &str,
+            runs: &::std::sync::atomic::AtomicUsize,
+        ) -> Result<$crate::sql::tx::Order, ::idem::Error> {
+            let body = || async {
+                runs.fetch_add(1, ::std::sync::atomic::Ordering::SeqCst);
+                let mut conn = handle.conn().await;
+                Ok(insert_order(&mut conn, &f.orders, key, sku).await)
+            };
+            handle.call("orders", key).fingerprint(&sku).run(body).await
+        }
+    };
+}
+pub(crate) use handle_inserting_an_order;

@@ -1,0 +1,125 @@
+//! The transactional mode for `#[idempotent]` fns: an `Idempotency` handle
+//! whose store is one transaction (written once in `crate::sql::tx_handle`).
+
+use idem_core::Idempotency;
+use sqlx::MySql;
+use sqlx::mysql::MySqlConnection;
+use tokio::sync::MappedMutexGuard;
+
+use super::super::MySqlStore;
+use super::super::statements::Sql;
+use crate::sql::tx_handle::SharedTx;
+
+/// An [`Idempotency`] handle whose claims and completions run in one
+/// database transaction, for `#[idempotent]` fns: pass it as
+/// `store = tx` and write the body's effects through
+/// [`conn`](TxHandle::conn), so the effects and the record commit or roll
+/// back together. Made by [`MySqlStore::tx_handle`]; it derefs to the
+/// handle. The same rules as [`MySqlStore::in_transaction`] hold: commit
+/// after a success or a replay, roll back after an error; until then the
+/// claim row is locked and a concurrent duplicate waits on it (within its
+/// response timeout).
+///
+/// Do not hold the [`conn`](TxHandle::conn) guard across a call on the
+/// same handle: the call's steps need the connection too.
+///
+/// ```no_run
+/// use idem::idempotent;
+/// # use idem::mysql::TxHandle;
+/// // use idem::{idempotent, mysql::TxHandle};
+///
+/// #[idempotent(key = order_id, scope = "orders", store = tx, skip(tx))]
+/// async fn place(tx: &TxHandle, order_id: &str) -> Result<u64, idem::Error> {
+///     let done = sqlx::query("INSERT INTO orders (ref) VALUES (?)")
+///         .bind(order_id)
+///         .execute(&mut *tx.conn().await)
+///         .await
+///         .map_err(|err| idem::Error::Store(idem::StoreError::new("orders", err)))?;
+///     Ok(done.last_insert_id())
+/// }
+///
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let pool = sqlx::MySqlPool::connect("mysql://app@localhost/app").await?;
+/// let store = idem::MySqlStore::from_pool(pool.clone()); // idem::MySqlStore
+/// let tx = store.tx_handle(pool.begin().await?);
+/// match place(&tx, "order-1").await {
+///     // The order row and the record commit together.
+///     Ok(id) => tx.commit().await?,
+///     // Nothing of this call stays.
+///     Err(_) => tx.rollback().await?,
+/// }
+/// # Ok(()) }
+/// ```
+pub struct TxHandle(SharedTx<Sql>);
+
+impl MySqlStore {
+    /// An [`Idempotency`] handle on the caller's transaction `tx` (from
+    /// `pool.begin()`), for `#[idempotent(store = …)]`: see [`TxHandle`].
+    /// The handle has default settings; the records live in this store's
+    /// table.
+    ///
+    /// ```no_run
+    /// # async fn f(store: idem::MySqlStore, pool: sqlx::MySqlPool) -> Result<(), sqlx::Error> {
+    /// let tx = store.tx_handle(pool.begin().await?);
+    /// let out: Result<u8, idem::Error> =
+    ///     tx.call("demo", "k").run(|| async { Ok(1) }).await;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn tx_handle(&self, tx: sqlx::Transaction<'static, MySql>) -> TxHandle {
+        TxHandle(SharedTx::<Sql>::new(&self.inner, tx))
+    }
+}
+
+impl TxHandle {
+    /// The transaction's connection, for the body's own writes
+    /// (`.execute(&mut *tx.conn().await)`). Held until the guard drops.
+    ///
+    /// ```no_run
+    /// # async fn f(tx: idem::mysql::TxHandle) -> Result<(), sqlx::Error> {
+    /// sqlx::query("INSERT INTO audit (event) VALUES ('e')")
+    ///     .execute(&mut *tx.conn().await)
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn conn(&self) -> MappedMutexGuard<'_, MySqlConnection> {
+        self.0.conn().await
+    }
+
+    /// Commits the effects and the records together.
+    ///
+    /// ```no_run
+    /// # async fn f(tx: idem::mysql::TxHandle) -> Result<(), sqlx::Error> {
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        self.0.commit().await
+    }
+
+    /// Rolls back the effects and the claims: a retry runs the body again
+    /// at once.
+    ///
+    /// ```no_run
+    /// # async fn f(tx: idem::mysql::TxHandle) -> Result<(), sqlx::Error> {
+    /// tx.rollback().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn rollback(self) -> Result<(), sqlx::Error> {
+        self.0.rollback().await
+    }
+}
+
+impl std::ops::Deref for TxHandle {
+    type Target = Idempotency;
+
+    fn deref(&self) -> &Idempotency {
+        self.0.idem()
+    }
+}
+
+impl std::fmt::Debug for TxHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxHandle").finish_non_exhaustive()
+    }
+}
