@@ -11,6 +11,10 @@
 //! still pings each connection when it goes back; `idem from_pool` is the
 //! store built on that very pool, paying the same pings.
 //!
+//! `idem's statements by hand` sends idem's own claim and completion (the
+//! same text and binds, see [`hand`]) on the dedicated baseline's
+//! connections: idem ÷ it is idem's client work alone.
+//!
 //! Which CPU the server process of a connection runs on, relative to the
 //! client's thread, sticks to the connection and moved single-caller
 //! latency by 4× between two identical connections in one run. So idem
@@ -22,11 +26,13 @@
 use std::sync::Arc;
 
 use idem::{Error, Idempotency, PostgresStore};
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPoolOptions};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPoolOptions, PgRow};
 use sqlx::query::Query;
 use sqlx::{PgPool, Postgres, Row};
 
 use crate::dedicated::raw_key;
+
+mod hand;
 use crate::harness::{Report, Runner, idem_runner, idem_runner_over, measure, runner};
 
 /// Connections per subject (32 callers share them at concurrency 32).
@@ -55,11 +61,23 @@ enum Raw {
     Pool(PgPool),
 }
 
-/// The raw statements, rendered once.
+/// The raw statements, rendered once, and idem's own.
 struct Statements {
     insert: String,
     update: String,
     select: String,
+    idem: hand::Hand,
+}
+
+/// What a baseline's call sends.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// `INSERT … ON CONFLICT DO NOTHING`, then `UPDATE`.
+    Two,
+    /// `SELECT` by key.
+    Select,
+    /// idem's claim, then (for a fresh key) its completion, by hand.
+    Hand,
 }
 
 impl Raw {
@@ -79,6 +97,18 @@ impl Raw {
                     .await
             }
             (None, Raw::Pool(pool)) => query.execute(pool).await.unwrap().rows_affected(),
+            (None, Raw::Dedicated(_)) => unreachable!(),
+        }
+    }
+
+    async fn fetch_one(&self, i: u64, query: Query<'_, Postgres, PgArguments>) -> PgRow {
+        match (self.pick(i), self) {
+            (Some(conns), _) => {
+                conns
+                    .with(async |conn| query.fetch_one(conn).await.unwrap())
+                    .await
+            }
+            (None, Raw::Pool(pool)) => query.fetch_one(pool).await.unwrap(),
             (None, Raw::Dedicated(_)) => unreachable!(),
         }
     }
@@ -130,6 +160,7 @@ fn raw_runner(
     sql: &Arc<Statements>,
     concurrency: usize,
     calls: u64,
+    kind: Kind,
     replay: bool,
 ) -> Runner {
     let (raw, sql) = (raw.clone(), sql.clone());
@@ -138,10 +169,15 @@ fn raw_runner(
         measure(concurrency, calls, move |i| {
             let (raw, sql) = (raw.clone(), sql.clone());
             async move {
-                if replay {
-                    raw.select(&sql, i, -((i % HOT) as i64) - 1).await;
+                let key = if replay {
+                    -((i % HOT) as i64) - 1
                 } else {
-                    raw.two(&sql, i, i as i64).await;
+                    i as i64
+                };
+                match kind {
+                    Kind::Two => raw.two(&sql, i, key).await,
+                    Kind::Select => raw.select(&sql, i, key).await,
+                    Kind::Hand => raw.by_hand(&sql.idem, i, key).await,
                 }
             }
         })
@@ -174,15 +210,6 @@ pub(crate) async fn run(report: &mut Report) {
     ] {
         sqlx::query(&ddl).execute(&pool).await.unwrap();
     }
-    let sql = Arc::new(Statements {
-        insert: format!(
-            "INSERT INTO {table} (key, token, fingerprint, expires_at) VALUES ($1, $2, $3, now() + interval '30 seconds') ON CONFLICT DO NOTHING"
-        ),
-        update: format!(
-            "UPDATE {table} SET record = $2, expires_at = now() + interval '1 day' WHERE key = $1 AND token = $3"
-        ),
-        select: format!("SELECT record FROM {table} WHERE key = $1"),
-    });
     let options: PgConnectOptions = url.parse().unwrap();
     let dedicated = Raw::Dedicated(
         (0..SPREAD)
@@ -201,6 +228,16 @@ pub(crate) async fn run(report: &mut Report) {
         store.migrate().await.unwrap();
         stores.push(store);
     }
+    let sql = Arc::new(Statements {
+        insert: format!(
+            "INSERT INTO {table} (key, token, fingerprint, expires_at) VALUES ($1, $2, $3, now() + interval '30 seconds') ON CONFLICT DO NOTHING"
+        ),
+        update: format!(
+            "UPDATE {table} SET record = $2, expires_at = now() + interval '1 day' WHERE key = $1 AND token = $3"
+        ),
+        select: format!("SELECT record FROM {table} WHERE key = $1"),
+        idem: hand::Hand::read(&options, &schema, &format!("idem_bench_text_{run_id}")).await,
+    });
     let idems: Vec<Idempotency> = stores.iter().cloned().map(Idempotency::new).collect();
     let idem = idems[0].clone();
     let pooled = Idempotency::new(
@@ -224,12 +261,16 @@ pub(crate) async fn run(report: &mut Report) {
                         idem_runner_over(idems.clone(), scope.clone(), concurrency, calls, |i| i),
                     ),
                     (
+                        "idem's statements by hand, dedicated connections",
+                        raw_runner(&dedicated, &sql, concurrency, calls, Kind::Hand, false),
+                    ),
+                    (
                         "raw INSERT ON CONFLICT + UPDATE, dedicated connections",
-                        raw_runner(&dedicated, &sql, concurrency, calls, false),
+                        raw_runner(&dedicated, &sql, concurrency, calls, Kind::Two, false),
                     ),
                     (
                         "raw INSERT ON CONFLICT + UPDATE, sqlx pool",
-                        raw_runner(&pooled_raw, &sql, concurrency, calls, false),
+                        raw_runner(&pooled_raw, &sql, concurrency, calls, Kind::Two, false),
                     ),
                     (
                         "idem from_pool on that sqlx pool",
@@ -246,6 +287,7 @@ pub(crate) async fn run(report: &mut Report) {
         for k in 0..HOT {
             idem_call(&idem, &scope, u64::MAX - k).await;
             dedicated.two(&sql, k, -(k as i64) - 1).await;
+            dedicated.by_hand(&sql.idem, k, -(k as i64) - 1).await;
         }
     }
     for (concurrency, calls) in replays {
@@ -259,12 +301,16 @@ pub(crate) async fn run(report: &mut Report) {
                         idem_runner_over(idems.clone(), scope.clone(), concurrency, calls, hot),
                     ),
                     (
+                        "idem's claim by hand, dedicated connections",
+                        raw_runner(&dedicated, &sql, concurrency, calls, Kind::Hand, true),
+                    ),
+                    (
                         "raw SELECT by key, dedicated connections",
-                        raw_runner(&dedicated, &sql, concurrency, calls, true),
+                        raw_runner(&dedicated, &sql, concurrency, calls, Kind::Select, true),
                     ),
                     (
                         "raw SELECT by key, sqlx pool",
-                        raw_runner(&pooled_raw, &sql, concurrency, calls, true),
+                        raw_runner(&pooled_raw, &sql, concurrency, calls, Kind::Select, true),
                     ),
                     (
                         "idem PostgresStore + local cache",
