@@ -59,7 +59,7 @@ impl Hand {
         let complete = last().await;
         call().await;
         let claim = last().await;
-        assert!(complete.starts_with("UPDATE") && claim.contains("_claim\"("));
+        assert!(complete.starts_with("UPDATE") && claim.contains("_claim"));
         store.close().await;
         Hand { claim, complete }
     }
