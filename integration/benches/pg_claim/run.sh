@@ -4,8 +4,7 @@
 # (cte_*: a CTE over INSERT … ON CONFLICT … DO UPDATE … WHERE expired),
 # the same CTE inside a PL/pgSQL loop (fn2_*; BENCHMARKS.md also has it as
 # a LANGUAGE sql function: the same body), and the statements by hand
-# (hand_*), and one_* (the claim statement since migration 0002: the
-# composite-value function under OFFSET 0), by pgbench, with the
+# (hand_*), by pgbench, with the
 # server time per call from pg_stat_statements (issue 34; BENCHMARKS.md).
 #
 # Needs a server with shared_preload_libraries=pg_stat_statements: a
@@ -24,8 +23,7 @@ P="psql -q -h 127.0.0.1 -p $port -U postgres"
 if [ "$1" = setup ]; then
   $P -c 'create extension if not exists pg_stat_statements'
   for f in ../../../idem-store/src/postgres/migrations/*.sql; do
-    sed -e 's/{t}/public.idem/g; s/{claim_one}/public.idem_claim_one/g; s/{claim_row}/public.idem_claim_row/g;
-      s/{claim}/public.idem_claim/g; s/{index}/idem_expires_at/g;
+    sed -e 's/{t}/public.idem/g; s/{claim}/public.idem_claim/g; s/{index}/idem_expires_at/g;
       s/{steps_of}/public.idem_steps_of/g; s/{steps_index}/idem_steps_expires_at/g;
       s/{steps}/public.idem_steps/g' "$f" | $P
   done
