@@ -20,15 +20,10 @@ async fn store() -> RedisStore {
 // its lease, so the next claim is told it took over.
 idem_conformance::suite!(async { Idempotency::new(store().await) });
 
-async fn raw() -> redis::aio::MultiplexedConnection {
-    let client = redis::Client::open(redis_server::url().await).unwrap();
-    client.get_multiplexed_async_connection().await.unwrap()
-}
-
-#[tokio::test]
-async fn keys_are_prefixed_hashed_and_expire_by_px() {
+/// A store under a prefix of its own (`name-<random>:`), and the prefix.
+async fn store_under(name: &str) -> (RedisStore, String) {
     let prefix = format!(
-        "idem-test-{}:",
+        "{name}-{:x}:",
         idem::store::Token::random().to_u128() as u32
     );
     let store = RedisStore::builder()
@@ -36,6 +31,17 @@ async fn keys_are_prefixed_hashed_and_expire_by_px() {
         .connect(&redis_server::url().await)
         .await
         .unwrap();
+    (store, prefix)
+}
+
+async fn raw() -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(redis_server::url().await).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+#[tokio::test]
+async fn keys_are_prefixed_hashed_and_expire_by_px() {
+    let (store, prefix) = store_under("idem-test").await;
     let idem = Idempotency::new(store.clone());
     let raw_key = "customer-secret-key-with-any-bytes \u{1F600}\0";
     let out: Result<String, Error> = idem
@@ -229,15 +235,7 @@ async fn redis_clock_judges_a_lease_the_claims_value_misjudges() {
 async fn admin_lists_counts_and_inspects_tombstones() {
     use idem::Store;
     use idem::admin::{Admin, ListFilter, RecordState};
-    let prefix = format!(
-        "idem-tomb-{:x}:",
-        idem::store::Token::random().to_u128() as u32
-    );
-    let store = RedisStore::builder()
-        .prefix(&prefix)
-        .connect(&redis_server::url().await)
-        .await
-        .unwrap();
+    let (store, _) = store_under("idem-tomb").await;
     let idem = Idempotency::new(store.clone());
     let pay = |key: &'static str, ttl: Duration| {
         idem.call("tomb", key)
