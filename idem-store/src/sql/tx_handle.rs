@@ -138,3 +138,66 @@ where
         self.on_tx(async |store| store.forget(key).await).await
     }
 }
+
+/// `impl TxHandle { conn, commit, rollback }`, `Deref<Target =
+/// Idempotency>` and `Debug` for a SQL store's public `TxHandle`, a
+/// newtype over [`SharedTx`], where `Idempotency` is in scope; `$conn` is the store's sqlx connection,
+/// `$path` the handle's public path in the examples.
+macro_rules! tx_handle_methods {
+    ($conn:ty, $path:literal) => {
+        impl TxHandle {
+            /// The transaction's connection, for the body's own writes
+            /// (`.execute(&mut *tx.conn().await)`). Held until the guard drops.
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn f(tx: ", $path, ") -> Result<(), sqlx::Error> {")]
+            /// sqlx::query("INSERT INTO audit (event) VALUES ('e')")
+            ///     .execute(&mut *tx.conn().await)
+            ///     .await?;
+            /// # Ok(()) }
+            /// ```
+            pub async fn conn(&self) -> tokio::sync::MappedMutexGuard<'_, $conn> {
+                self.0.conn().await
+            }
+
+            /// Commits the effects and the records together.
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn f(tx: ", $path, ") -> Result<(), sqlx::Error> {")]
+            /// tx.commit().await?;
+            /// # Ok(()) }
+            /// ```
+            pub async fn commit(self) -> Result<(), sqlx::Error> {
+                self.0.commit().await
+            }
+
+            /// Rolls back the effects and the claims: a retry runs the body
+            /// again at once.
+            ///
+            /// ```no_run
+            #[doc = concat!("# async fn f(tx: ", $path, ") -> Result<(), sqlx::Error> {")]
+            /// tx.rollback().await?;
+            /// # Ok(()) }
+            /// ```
+            pub async fn rollback(self) -> Result<(), sqlx::Error> {
+                self.0.rollback().await
+            }
+        }
+
+        impl std::ops::Deref for TxHandle {
+            type Target = Idempotency;
+
+            fn deref(&self) -> &Idempotency {
+                self.0.idem()
+            }
+        }
+
+        impl std::fmt::Debug for TxHandle {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct("TxHandle").finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+pub(crate) use tx_handle_methods;

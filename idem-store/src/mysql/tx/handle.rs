@@ -4,11 +4,10 @@
 use idem_core::Idempotency;
 use sqlx::MySql;
 use sqlx::mysql::MySqlConnection;
-use tokio::sync::MappedMutexGuard;
 
 use super::super::MySqlStore;
 use super::super::statements::Sql;
-use crate::sql::tx_handle::SharedTx;
+use crate::sql::tx_handle::{SharedTx, tx_handle_methods};
 
 /// An [`Idempotency`] handle whose claims and completions run in one
 /// database transaction, for `#[idempotent]` fns: pass it as
@@ -71,55 +70,4 @@ impl MySqlStore {
     }
 }
 
-impl TxHandle {
-    /// The transaction's connection, for the body's own writes
-    /// (`.execute(&mut *tx.conn().await)`). Held until the guard drops.
-    ///
-    /// ```no_run
-    /// # async fn f(tx: idem::mysql::TxHandle) -> Result<(), sqlx::Error> {
-    /// sqlx::query("INSERT INTO audit (event) VALUES ('e')")
-    ///     .execute(&mut *tx.conn().await)
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn conn(&self) -> MappedMutexGuard<'_, MySqlConnection> {
-        self.0.conn().await
-    }
-
-    /// Commits the effects and the records together.
-    ///
-    /// ```no_run
-    /// # async fn f(tx: idem::mysql::TxHandle) -> Result<(), sqlx::Error> {
-    /// tx.commit().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn commit(self) -> Result<(), sqlx::Error> {
-        self.0.commit().await
-    }
-
-    /// Rolls back the effects and the claims: a retry runs the body again
-    /// at once.
-    ///
-    /// ```no_run
-    /// # async fn f(tx: idem::mysql::TxHandle) -> Result<(), sqlx::Error> {
-    /// tx.rollback().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn rollback(self) -> Result<(), sqlx::Error> {
-        self.0.rollback().await
-    }
-}
-
-impl std::ops::Deref for TxHandle {
-    type Target = Idempotency;
-
-    fn deref(&self) -> &Idempotency {
-        self.0.idem()
-    }
-}
-
-impl std::fmt::Debug for TxHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TxHandle").finish_non_exhaustive()
-    }
-}
+tx_handle_methods!(MySqlConnection, "idem::mysql::TxHandle");
