@@ -26,16 +26,16 @@ use super::{Conn, RedisStore};
 /// and a call site's name (longer names are cut).
 const HEAD_LEN: usize = SITE_AT + 256;
 
+/// A tombstone's marker key, with the record it stands for.
+type Marker = (RecordKey, Vec<u8>);
+
 /// Keys a `SCAN` step asks for.
 const SCAN_COUNT: usize = 500;
 
 impl RedisStore {
     /// The record keys under the prefix, one `SCAN` step at a time, and
-    /// the records whose tombstone's marker it found.
-    async fn scan_step(
-        &self,
-        cursor: u64,
-    ) -> Result<(u64, Vec<Vec<u8>>, Vec<RecordKey>), StoreError> {
+    /// the tombstones' markers it found.
+    async fn scan_step(&self, cursor: u64) -> Result<(u64, Vec<Vec<u8>>, Vec<Marker>), StoreError> {
         if matches!(self.conn, Conn::Cluster(_)) {
             return Err(StoreError::unsupported(
                 "redis",
@@ -60,32 +60,35 @@ impl RedisStore {
         let ((next, keys),): ((u64, Vec<Vec<u8>>),) = self.query(&pipe).await?;
         let width = self.prefix.len() + 32;
         let (records, others): (Vec<_>, Vec<_>) = keys.into_iter().partition(|k| k.len() == width);
-        let markers = others.into_iter().filter_map(|k| self.marked(&k)).collect();
+        let markers = others
+            .into_iter()
+            .filter_map(|key| self.marker(key))
+            .collect();
         Ok((next, records, markers))
     }
 
-    /// The record a tombstone's marker key stands for, if `key` is one.
-    fn marked(&self, key: &[u8]) -> Option<RecordKey> {
+    /// The marker `key` and the record it stands for, if `key` is a
+    /// tombstone's marker.
+    fn marker(&self, key: Vec<u8>) -> Option<Marker> {
         let hashed: [u8; 32] = key.get(key.len().checked_sub(32)?..)?.try_into().ok()?;
         let record = RecordKey::from_bytes(hashed);
-        (self.tombstone_key(&record) == key).then_some(record)
+        (self.tombstone_key(&record) == key).then_some((record, key))
     }
 
-    /// The tombstones among `records`' markers whose record has expired
-    /// (a live record is listed as itself).
-    async fn read_tombstones(&self, records: &[RecordKey]) -> Result<Vec<RecordInfo>, StoreError> {
-        if records.is_empty() {
+    /// The tombstones among `markers` whose record has expired (a live
+    /// record is listed as itself).
+    async fn read_tombstones(&self, markers: &[Marker]) -> Result<Vec<RecordInfo>, StoreError> {
+        if markers.is_empty() {
             return Ok(Vec::new());
         }
         let mut pipe = redis::pipe();
-        for record in records {
-            let marker = self.tombstone_key(record);
+        for (record, marker) in markers {
             pipe.cmd("EXISTS").arg(self.redis_key(record));
-            pipe.cmd("PTTL").arg(&marker).cmd("GET").arg(&marker);
+            pipe.cmd("PTTL").arg(marker).cmd("GET").arg(marker);
         }
         let answers: Vec<Value> = self.query(&pipe).await?;
         let mut out = Vec::new();
-        for (record, answer) in records.iter().zip(answers.chunks(3)) {
+        for ((record, _), answer) in markers.iter().zip(answers.chunks(3)) {
             let [exists, pttl, value] = answer else {
                 return Err(corrupt("short pipeline answer"));
             };
@@ -263,7 +266,10 @@ impl Admin for RedisStore {
         let found = self.read(&[self.redis_key(key)], true).await?;
         match found.into_iter().next() {
             Some(info) => Ok(Some(info)),
-            None => Ok(self.read_tombstones(&[*key]).await?.into_iter().next()),
+            None => {
+                let marker = (*key, self.tombstone_key(key));
+                Ok(self.read_tombstones(&[marker]).await?.into_iter().next())
+            }
         }
     }
 
