@@ -104,7 +104,7 @@ impl RedisStore {
         claim: &Claim,
         kept: Option<&mut Vec<u8>>,
     ) -> Result<(Option<i64>, Option<Vec<u8>>), StoreError> {
-        let answer = if claim.expiry || claim.tombstone || self.replicas.is_some() {
+        let answer = if reads_pttl(claim) || self.replicas.is_some() {
             let pipe = self.claim_pipeline(key, redis_key, claim, kept)?;
             Box::pin(self.claim_replies(&pipe, claim)).await
         } else {
@@ -173,7 +173,7 @@ impl RedisStore {
             false => answer,
         }
         .into_iter();
-        let pttl = match claim.expiry || claim.tombstone {
+        let pttl = match reads_pttl(claim) {
             true => Some(next(&mut replies)?),
             false => None,
         };
@@ -298,6 +298,13 @@ fn taken_over(answer: redis::Value) -> Result<ClaimOutcome, StoreError> {
         }
         _ => Err(corrupt("a takeover answered an unknown list")),
     }
+}
+
+/// Whether the claim's pipeline answers the key's `PTTL` first: a claim
+/// that asks for the record's lifetime sends it, and the tombstone script
+/// answers it.
+fn reads_pttl(claim: &Claim) -> bool {
+    claim.expiry || claim.tombstone
 }
 
 /// The next of a pipeline's replies (nil where none is left).

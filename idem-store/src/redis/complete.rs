@@ -126,9 +126,10 @@ impl RedisStore {
             Some(tombstone) => [tombstone.to_be_bytes(), ttl_ms].concat(),
             None => Vec::new(),
         };
-        let total = total
-            .format(ttl.saturating_add(tombstone.unwrap_or(0)))
-            .as_bytes();
+        let total = match tombstone {
+            Some(tombstone) => total.format(ttl.saturating_add(tombstone)).as_bytes(),
+            None => &[],
+        };
         let record_key = self.redis_key(key);
         let marker_key = match tombstone {
             Some(_) => self.tombstone_key(key),
