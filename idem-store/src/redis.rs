@@ -16,6 +16,7 @@ mod builder;
 mod cas;
 mod claim;
 mod complete;
+mod completed;
 mod conn;
 mod eviction;
 mod native;
@@ -90,6 +91,8 @@ pub struct RedisStore {
     /// The server's native compare-and-set, detected on connect and after
     /// a failed connection, and the values of the claims held with it.
     native: Arc<native::Native>,
+    /// The keys last seen completed, whose replays read by `GET`.
+    completed: Arc<completed::Completed>,
 }
 
 #[derive(Clone)]

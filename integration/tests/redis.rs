@@ -392,3 +392,62 @@ async fn race_worker() {
         .collect::<Vec<()>>()
         .await;
 }
+
+/// A store replays a key it saw completed by reading it (`GET`); whatever
+/// the key holds by then is answered as the claim would have: a record
+/// that has gone since (expired, forgotten) is claimed afresh and its
+/// body runs once, and another caller's live claim is in progress.
+#[tokio::test]
+async fn a_key_seen_completed_is_answered_by_what_it_holds_now() {
+    use idem::Store;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let (store, prefix) = store_under("idem-seen").await;
+    let other = RedisStore::builder()
+        .prefix(&prefix)
+        .connect(&redis_server::url().await)
+        .await
+        .unwrap();
+    let idem = Idempotency::new(store.clone());
+    let runs = AtomicU32::new(0);
+    let call = |value: u32| {
+        let (idem, runs) = (idem.clone(), &runs);
+        async move {
+            let out: Result<u32, Error> = idem
+                .call("seen", "k")
+                .run(|| async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    Ok(value)
+                })
+                .await;
+            out
+        }
+    };
+    let key = RecordKey::new("seen", "k");
+    let gone = || async {
+        let _: u32 = redis::cmd("DEL")
+            .arg(store.redis_key(&key))
+            .query_async(&mut raw().await)
+            .await
+            .unwrap();
+    };
+    assert_eq!(call(1).await.unwrap(), 1);
+    assert_eq!(call(2).await.unwrap(), 1, "a replay");
+    gone().await;
+    assert_eq!(call(3).await.unwrap(), 3, "a gone record is claimed afresh");
+    assert_eq!(call(4).await.unwrap(), 3);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    gone().await;
+    let lease = Duration::from_secs(30);
+    let claim = idem_conformance::new_claim(idem::fingerprint::Fingerprint::NONE, lease);
+    assert!(matches!(
+        other.claim(&key, &claim).await.unwrap(),
+        idem::store::ClaimOutcome::Won { .. }
+    ));
+    let held = call(5).await;
+    assert!(matches!(held, Err(Error::InProgress { .. })), "{held:?}");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "no run while another holds it"
+    );
+}

@@ -346,9 +346,10 @@ async fn reset_stats(url: &str) {
 
 /// The commands a call costs the server, counted by `INFO commandstats`:
 /// a fresh call is the claim's `SET … NX GET` and the completion's
-/// `SET … IFEQ`; a replay is the claim alone, as a `GET` would be; behind a
-/// local cache, a replay that reads the store also asks the record's
-/// lifetime (`PTTL`). No script.
+/// `SET … IFEQ`; a replay is one command, a `GET` on a store that saw the
+/// key completed and the claim's `SET … NX GET` on one that did not;
+/// behind a local cache, a replay that reads the store also asks the
+/// record's lifetime (`PTTL`). No script.
 #[tokio::test]
 async fn a_fresh_call_is_two_commands_and_a_replay_one() {
     let server = private_valkey();
@@ -381,6 +382,12 @@ async fn a_fresh_call_is_two_commands_and_a_replay_one() {
     }
     let (replay, replay_run) = per_call(commands_run(&url).await);
     reset_stats(&url).await;
+    let elsewhere = Idempotency::new(RedisStore::connect(&url).await.unwrap());
+    for n in 0..calls {
+        call(&elsewhere, n).await;
+    }
+    let (replay_elsewhere, elsewhere_run) = per_call(commands_run(&url).await);
+    reset_stats(&url).await;
     for n in 0..calls {
         call(&cached, n).await;
         call(&cached, n).await;
@@ -391,15 +398,53 @@ async fn a_fresh_call_is_two_commands_and_a_replay_one() {
     );
     assert_eq!(fresh, 2.0, "{fresh_run:?}");
     assert_eq!(replay, 1.0, "{replay_run:?}");
+    assert_eq!(replay_run, [("get".to_owned(), u64::from(calls))]);
+    assert_eq!(replay_elsewhere, 1.0, "{elsewhere_run:?}");
+    assert_eq!(elsewhere_run, [("set".to_owned(), u64::from(calls))]);
     assert_eq!(cached_replay, 2.0, "{cached_run:?}");
     assert!(
         cached_run.iter().any(|(name, _)| name == "pttl"),
         "{cached_run:?}"
     );
-    for (name, _) in fresh_run.iter().chain(&replay_run).chain(&cached_run) {
+    let runs = [&fresh_run, &replay_run, &elsewhere_run, &cached_run];
+    for (name, _) in runs.into_iter().flatten() {
         assert!(
             !name.starts_with("eval") && !name.starts_with("fcall"),
             "{name}"
         );
     }
+}
+
+/// A store's replay of a key it saw completed is a `GET`; once that record
+/// is gone, the call reads, then claims and completes as a fresh one:
+/// one command more than a fresh call, and the body runs.
+#[tokio::test]
+async fn a_gone_record_seen_completed_costs_one_read_more() {
+    let server = private_valkey();
+    let url = server.url();
+    let store = RedisStore::connect(&url).await.unwrap();
+    let idem = Idempotency::new(store.clone());
+    let call = |n: u32| {
+        let idem = idem.clone();
+        async move {
+            let out: Result<u32, Error> = idem.call("gone", "k").run(|| async move { Ok(n) }).await;
+            out.unwrap()
+        }
+    };
+    assert_eq!(call(1).await, 1);
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: u32 = redis::cmd("DEL")
+        .arg(store.redis_key(&RecordKey::new("gone", "k")))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    reset_stats(&url).await;
+    assert_eq!(call(2).await, 2, "the body runs again");
+    let mut run = commands_run(&url).await;
+    run.sort();
+    assert_eq!(run, [("get".to_owned(), 1), ("set".to_owned(), 2)]);
+    reset_stats(&url).await;
+    assert_eq!(call(3).await, 2, "then replays");
+    assert_eq!(commands_run(&url).await, [("get".to_owned(), 1)]);
 }

@@ -243,6 +243,7 @@ impl RedisStoreBuilder {
             replicas: self.replicas,
             scripts: Scripts::new(),
             native: Arc::default(),
+            completed: Arc::default(),
         }
     }
 }

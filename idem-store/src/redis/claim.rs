@@ -3,6 +3,7 @@
 //! awaited, in one pipeline); a script after it only for a key whose claim
 //! lapsed or was released with steps kept (`TAKE_OVER`).
 
+use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -57,39 +58,59 @@ impl RedisStore {
         // than its claim's key, and a release that keeps steps leaves a
         // marker in the key), so the steps are read only by the script
         // that replaces a lapsed or released claim.
-        let redis_key = self.redis_key(key);
-        // With native compare-and-set the claim's value is kept, for the
-        // fenced operations to compare (see `native.rs`).
-        let mut kept = self.native.set_ifeq().then(Vec::new);
+        // The claim's value is written into the command, and again from
+        // the same time where it is needed after the answer (a takeover,
+        // or a won claim whose value native compare-and-set keeps, see
+        // `native.rs`): a replay builds it once and keeps nothing.
+        // A key last seen completed is read first (see `completed.rs`).
+        let read = match self.completed.names(key) && !reads_pttl(claim) && self.replicas.is_none()
+        {
+            true => self.read_completed(key).await?,
+            false => None,
+        };
+        let now = unix_now();
         let sent = Instant::now();
-        let (pttl, held) = self
-            .send_claim(key, &redis_key, claim, kept.as_mut())
-            .await?;
-        let found = claimed(pttl, held)?;
-        let outcome = match found {
+        let (pttl, held) = match read {
+            Some(held) => (None, Some(held)),
+            None => self.send_claim(key, claim, now).await?,
+        };
+        let outcome = match claimed(pttl, held)? {
             Claimed::Outcome(outcome) => outcome,
             Claimed::Replace(held) => {
-                let value = match &kept {
-                    Some(value) => value.clone(),
-                    None => claim_value(claim)?,
-                };
-                let keys = [redis_key.as_slice(), &self.steps_key(key)];
+                let value = claim_value(claim, now)?;
+                let (record, steps) = (self.redis_key(key), self.steps_key(key));
+                let keys = [record.as_slice(), &steps];
                 Box::pin(self.take_over(keys, &held, &value, claim)).await?
             }
         };
-        if let (Some(value), ClaimOutcome::Won { steps, .. }) = (kept, &outcome) {
+        if let ClaimOutcome::Completed { .. } = &outcome {
+            self.completed.saw(key);
+        }
+        if let ClaimOutcome::Won { steps, .. } = &outcome
+            && self.native.set_ifeq()
+        {
             // A fenced step within the lease by this host's clock is
             // native, after it a script judges the lapse by Redis's.
-            let live_until = live_until(sent, claim.lease);
-            let stepped = !steps.is_empty();
             let kept = Kept {
-                value,
-                live_until,
-                stepped,
+                value: claim_value(claim, now)?,
+                live_until: live_until(sent, claim.lease),
+                stepped: !steps.is_empty(),
             };
             self.native.keep(*key, claim.token, kept);
         }
         Ok(outcome)
+    }
+
+    /// `GET` of a key last seen completed: its value when it holds one,
+    /// which the claim's `SET … NX GET` would have answered unchanged; `None`
+    /// when it is free, to be claimed.
+    async fn read_completed(&self, key: &RecordKey) -> Result<Option<Vec<u8>>, StoreError> {
+        let get = command([b"GET".as_slice(), &self.redis_key(key)]);
+        let held: Option<Vec<u8>> = self.send_cmd(&get).await.map_err(store_error)?;
+        if held.as_ref().is_none_or(|held| held.first() != Some(&b'C')) {
+            self.completed.lost(key);
+        }
+        Ok(held)
     }
 
     /// Sends the claim and answers the key's `PTTL` (when the claim read
@@ -100,15 +121,14 @@ impl RedisStore {
     async fn send_claim(
         &self,
         key: &RecordKey,
-        redis_key: &[u8],
         claim: &Claim,
-        kept: Option<&mut Vec<u8>>,
+        now: Duration,
     ) -> Result<(Option<i64>, Option<Vec<u8>>), StoreError> {
         let answer = if reads_pttl(claim) || self.replicas.is_some() {
-            let pipe = self.claim_pipeline(key, redis_key, claim, kept)?;
+            let pipe = self.claim_pipeline(key, claim, now)?;
             Box::pin(self.claim_replies(&pipe, claim)).await
         } else {
-            let set = set_nx_get(redis_key, claim, unix_now(), kept)?;
+            let set = set_nx_get([&self.prefix, key.as_bytes()], claim, now)?;
             self.send_cmd(&set).await.map(|held| (None, held, None))
         };
         match answer {
@@ -119,7 +139,8 @@ impl RedisStore {
                 Ok((pttl, held))
             }
             Err(err) if refuses_writes(&err) && self.replicas.is_none() => {
-                let (pttl, held) = Box::pin(self.read_instead(redis_key, err)).await?;
+                let redis_key = self.redis_key(key);
+                let (pttl, held) = Box::pin(self.read_instead(&redis_key, err)).await?;
                 Ok((Some(pttl), held))
             }
             Err(err) => Err(store_error(err)),
@@ -129,28 +150,24 @@ impl RedisStore {
     /// The claim's pipeline: `SET … NX PX GET` after a `PTTL` when the
     /// claim asks for the record's lifetime, or, for a call that keeps
     /// tombstones, the script that answers as those two would; then the
-    /// `WAIT` for awaited replicas. The claim's value is also written into
-    /// `kept` when given.
+    /// `WAIT` for awaited replicas. The claim's value is written from `now`.
     fn claim_pipeline(
         &self,
         key: &RecordKey,
-        redis_key: &[u8],
         claim: &Claim,
-        kept: Option<&mut Vec<u8>>,
+        now: Duration,
     ) -> Result<redis::Pipeline, StoreError> {
         let mut pipe = redis::Pipeline::with_capacity(3);
+        let redis_key = self.redis_key(key);
         if claim.tombstone {
-            let value = claim_value(claim)?;
-            if let Some(kept) = kept {
-                kept.clone_from(&value);
-            }
+            let value = claim_value(claim, now)?;
             let marker = self.tombstone_key(key);
-            pipe.add_command(tombstone::claim(redis_key, &marker, &value, claim));
+            pipe.add_command(tombstone::claim(&redis_key, &marker, &value, claim));
         } else {
             if claim.expiry {
-                pipe.add_command(command([b"PTTL".as_slice(), redis_key]));
+                pipe.add_command(command([b"PTTL".as_slice(), &redis_key]));
             }
-            pipe.add_command(set_nx_get(redis_key, claim, unix_now(), kept)?);
+            pipe.add_command(set_nx_get([&redis_key], claim, now)?);
         }
         if let Some(replicas) = &self.replicas {
             replicas.append(&mut pipe);
@@ -232,29 +249,25 @@ impl RedisStore {
     }
 }
 
-/// `SET key value NX PX lease GET`, the value written in place, and into
-/// `kept` as well when given.
-fn set_nx_get(
-    redis_key: &[u8],
+/// `SET key value NX PX lease GET`, the key (of its `parts`) and the value
+/// written in place.
+fn set_nx_get<const N: usize>(
+    parts: [&[u8]; N],
     claim: &Claim,
     now: Duration,
-    kept: Option<&mut Vec<u8>>,
 ) -> Result<redis::Cmd, StoreError> {
     // "SET", "NX", "PX", at most 20 digits, "GET".
     let words = 3 + 2 + 2 + 20 + 3;
-    let len = redis_key.len() + claim_value_len(claim) + words;
-    let mut set = redis::Cmd::with_capacity(7, len);
-    set.arg("SET").arg(redis_key);
-    let written = match kept {
-        Some(value) => {
-            value.reserve_exact(claim_value_len(claim));
-            let written = write_claim_value(value, claim, now);
-            set.arg(&value[..]);
-            written
-        }
-        None => write_claim_value(&mut set.writer_for_next_arg(), claim, now),
+    let key_len: usize = parts.iter().map(|part| part.len()).sum();
+    let mut set = redis::Cmd::with_capacity(7, key_len + claim_value_len(claim) + words);
+    set.arg("SET");
+    let written = {
+        let mut key = set.writer_for_next_arg();
+        parts.iter().try_for_each(|part| key.write_all(part))
     };
-    written.map_err(|err| StoreError::new("redis", err))?;
+    written
+        .and_then(|()| write_claim_value(&mut set.writer_for_next_arg(), claim, now))
+        .map_err(|err| StoreError::new("redis", err))?;
     set.arg("NX")
         .arg("PX")
         .arg(claim_px(claim.lease))
@@ -262,12 +275,11 @@ fn set_nx_get(
     Ok(set)
 }
 
-/// A claim's value, written apart (for a takeover by script when the
-/// claim's pipeline wrote it in place).
-fn claim_value(claim: &Claim) -> Result<Vec<u8>, StoreError> {
+/// A claim's value at `now`, written apart (for a takeover's script, and
+/// for native compare-and-set to keep).
+fn claim_value(claim: &Claim, now: Duration) -> Result<Vec<u8>, StoreError> {
     let mut value = Vec::with_capacity(claim_value_len(claim));
-    write_claim_value(&mut value, claim, unix_now())
-        .map_err(|err| StoreError::new("redis", err))?;
+    write_claim_value(&mut value, claim, now).map_err(|err| StoreError::new("redis", err))?;
     Ok(value)
 }
 
@@ -351,11 +363,8 @@ mod tests {
             .arg("PX")
             .arg(30_000u64 + crate::redis::value::KEPT_AFTER_LEASE_MS)
             .arg("GET");
-        let built = set_nx_get(b"idem:key", &claim, now, None).expect("a command");
+        let built = set_nx_get([b"idem:".as_slice(), b"key"], &claim, now).expect("a command");
         assert_eq!(built.get_packed_command(), plain.get_packed_command());
-        let mut kept = Vec::new();
-        let built = set_nx_get(b"idem:key", &claim, now, Some(&mut kept)).expect("a command");
-        assert_eq!(built.get_packed_command(), plain.get_packed_command());
-        assert_eq!(kept, value);
+        assert_eq!(claim_value(&claim, now).expect("a value"), value);
     }
 }

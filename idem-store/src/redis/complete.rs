@@ -27,6 +27,24 @@ impl RedisStore {
         record: &[u8],
         retention: Retention,
     ) -> Result<Fence, StoreError> {
+        let fence = self
+            .complete_native_or_script(key, token, record, retention)
+            .await;
+        if let Ok(Fence::Held) = fence {
+            self.completed.saw(key);
+        }
+        fence
+    }
+
+    /// The completion: native where the claim's value is kept and its
+    /// lease surely live, else by script.
+    async fn complete_native_or_script(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        retention: Retention,
+    ) -> Result<Fence, StoreError> {
         if let Some(kept) = self.native.take(*key, token)
             && kept.live()
             && self.native.set_ifeq()

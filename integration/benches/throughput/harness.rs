@@ -115,7 +115,8 @@ pub(crate) struct Report {
     filter: Option<String>,
     /// The runtime the scenarios now running run on.
     runtime: String,
-    /// `IDEM_BENCH_SUBJECT`: run only the subjects whose name contains it.
+    /// `IDEM_BENCH_SUBJECT`: run only the subjects whose name contains it
+    /// (or, after a leading `=`, is it).
     subject: Option<String>,
     /// `IDEM_BENCH_VERBOSE`: print every round.
     verbose: bool,
@@ -175,7 +176,11 @@ impl Report {
         let idem = subjects[0].0.to_owned();
         let subjects: Vec<(&str, Runner)> = subjects
             .into_iter()
-            .filter(|(name, _)| self.subject.as_deref().is_none_or(|s| name.contains(s)))
+            .filter(|(name, _)| {
+                self.subject
+                    .as_deref()
+                    .is_none_or(|s| subject_matches(name, s))
+            })
             .collect();
         if subjects.is_empty() {
             return;
@@ -344,4 +349,13 @@ pub(crate) fn idem_runner_over(
             }
         })
     })
+}
+
+/// Whether a subject's `name` is one `IDEM_BENCH_SUBJECT`'s `filter` asks
+/// for: names that contain it, or after a leading `=` the one it names.
+fn subject_matches(name: &str, filter: &str) -> bool {
+    match filter.strip_prefix('=') {
+        Some(exact) => name == exact,
+        None => name.contains(filter),
+    }
 }

@@ -3,7 +3,8 @@
 //! `cargo bench -p idem-integration --bench throughput` (add `-- memory` to run
 //! only the scenarios whose name contains `memory`; set
 //! `IDEM_BENCH_SUBJECT=raw` to run only the subjects whose name contains
-//! `raw`, for profiling one of them; `IDEM_BENCH_VERBOSE=1` prints every
+//! `raw`, or `IDEM_BENCH_SUBJECT="=raw GET"` for that one alone, for
+//! profiling one of them; `IDEM_BENCH_VERBOSE=1` prints every
 //! round). Each scenario runs interleaved with its baselines for several
 //! rounds; the table reports the median round's calls per second, p50 and
 //! p99 latency, and the ratio of idem to each baseline. Ratios within one
