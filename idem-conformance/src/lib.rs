@@ -102,6 +102,7 @@ macro_rules! suite {
             replays_values_json_cannot_carry, replays_every_serde_form,
             unencodable_value_settles_the_key,
             forget_removes_completed_and_in_progress_records, a_normal_call_never_reconciles,
+            a_replayed_key_answers_what_it_holds_now,
             a_tombstone_answers_expired_then_frees_the_key, a_tombstone_fences_the_late_holder,
             a_zero_tombstone_is_refused,
         );

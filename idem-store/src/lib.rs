@@ -45,6 +45,9 @@ pub use mysql::MySqlStore;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod conns;
 
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
+mod completed;
+
 /// What the SQL stores share beyond their connections.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod sql;

@@ -17,12 +17,18 @@
 //!   script call (`EVALSHA`, reloaded once if the script cache was flushed)
 //!   or, with native compare-and-set, one command. There is no window
 //!   between a read and a write. A replayed duplicate is one round trip of
-//!   one command, as a `GET` is. Needs Redis 7.0 or later (or Valkey), the
-//!   first to accept `NX` with `GET`. `tests/round_trips.rs` counts the
+//!   one command: a `GET` where this store saw the key completed (its own
+//!   completion, or an earlier replay; a fixed table of 16,384 keys per
+//!   store), which costs the server less than the claim and answers the
+//!   same, else the claim itself. A key the store saw completed but whose
+//!   record has gone since (expired, forgotten) is then claimed, one trip
+//!   later; the `GET` never decides a claim. Needs Redis 7.0 or later (or
+//!   Valkey), the first to accept `NX` with `GET`. `tests/round_trips.rs` counts the
 //!   turns on the wire through a proxy: fresh key 2, replay 1, in-progress
 //!   answer 1, release 1, a local-cache hit 0. Commands per call (`INFO
 //!   commandstats`, `tests/valkey.rs`): fresh 2 (`SET … NX GET`, the
-//!   completion), replay 1; a replay that fills a local cache also sends a
+//!   completion), replay 1 (`GET`, or `SET … NX GET` on another
+//!   replica); a replay that fills a local cache also sends a
 //!   `PTTL` in the same write, for how long the cache may keep the record.
 //!   A claim reads saved steps (`idem::step`) only where a released or
 //!   lapsed claim left them, by a script after it: that claim takes two

@@ -227,3 +227,38 @@ pub async fn forget_removes_completed_and_in_progress_records(idem: Idempotency)
     idem.forget(&scope, "never-called").await.unwrap();
     idem.forget(&scope, "never-called").await.unwrap();
 }
+
+/// A key a store has replayed is answered by what it holds now: once
+/// forgotten and claimed by another caller, it is in progress (the body
+/// does not run), and once that caller completes, its value replays. A
+/// store may read a key it saw completed before claiming it; that read
+/// must answer as the claim would.
+pub async fn a_replayed_key_answers_what_it_holds_now(idem: Idempotency) {
+    let scope = scope("replayed-now");
+    let runs = Counter::default();
+    let call = |value: u32| {
+        let runs = runs.clone();
+        idem.call(&scope, "k").run(move || async move {
+            runs.bump();
+            Ok::<_, Error>(value)
+        })
+    };
+    assert_eq!(call(1).await.unwrap(), 1);
+    assert_eq!(call(2).await.unwrap(), 1, "replayed");
+    idem.forget(&scope, "k").await.unwrap();
+    let store = idem.store();
+    let key = RecordKey::new(&scope, &"k");
+    let other = new_claim(Fingerprint::NONE, Duration::from_secs(60));
+    assert!(matches!(
+        store.claim(&key, &other).await.unwrap(),
+        ClaimOutcome::Won { .. }
+    ));
+    let held = call(3).await;
+    assert!(matches!(held, Err(Error::InProgress { .. })), "{held:?}");
+    let record = idem::admin::encode_record(&4u32).unwrap();
+    let retention = Retention::new(Duration::from_secs(60));
+    let done = store.complete(&key, other.token, &record, retention);
+    assert_eq!(done.await.unwrap(), Fence::Held);
+    assert_eq!(call(5).await.unwrap(), 4, "the other caller's value");
+    assert_eq!(runs.get(), 1);
+}

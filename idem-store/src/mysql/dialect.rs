@@ -9,6 +9,7 @@ use idem_core::store::{ClaimOutcome, Retention};
 use sqlx::Row;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 
+use crate::sql::claimed;
 use crate::sql::dialect::{ClaimBytes, Completion, Dialect, Purge, StepSave, micros};
 
 use super::statements::Sql;
@@ -19,6 +20,7 @@ impl Dialect for Sql {
     type Conn = MySqlConnection;
     type Claimed = Vec<MySqlRow>;
     type Live = Vec<MySqlRow>;
+    type Found = Vec<MySqlRow>;
 
     const NAMES: (&'static str, &'static str) = conns::NAMES;
 
@@ -59,6 +61,10 @@ impl Dialect for Sql {
             .bind(claim.lease_us)
             .bind(claim.site)
             .bind(own_tx)
+    }
+
+    fn completed_query<'q>(&'q self, key: &'q [u8]) -> MyQuery<'q> {
+        sqlx::query(&self.completed).bind(key)
     }
 
     fn complete_query<'q>(
@@ -129,6 +135,10 @@ impl Dialect for Sql {
             Purge::Steps => &self.steps.purge,
         };
         sqlx::query(text).bind(batch)
+    }
+
+    fn completed_outcome(rows: &Vec<MySqlRow>) -> Result<Option<ClaimOutcome>, StoreError> {
+        claimed::completed(rows.first()).map_err(|err| StoreError::new(BACKEND, err))
     }
 
     fn claim_outcome(rows: &Vec<MySqlRow>) -> Result<ClaimOutcome, StoreError> {

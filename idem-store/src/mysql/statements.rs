@@ -11,6 +11,7 @@
 use idem_core::StoreError;
 
 use super::{BACKEND, NOW};
+use crate::sql::claimed::COMPLETED;
 
 impl super::MySqlStore {
     /// The statements of this store's table, for the transactional mode.
@@ -35,6 +36,9 @@ pub(super) struct Sql {
     pub steps_index: String,
     pub lock_name: String,
     pub claim: String,
+    /// A completed, unexpired row, answered as the claim procedure's
+    /// first read answers it.
+    pub completed: String,
     pub complete: String,
     pub complete_again: String,
     pub release: String,
@@ -88,6 +92,12 @@ impl Sql {
             steps_index: format!("`{table}_steps_exp`"),
             lock_name: format!("idem migrate {}.{table}", database.unwrap_or("")),
             claim: format!("CALL {}(?, ?, ?, ?, ?, ?)", name("_claim")),
+            // Time left as the procedure reads it (see its migration).
+            completed: format!(
+                "SELECT {COMPLETED}, fingerprint, record, \
+                 TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) - TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) \
+                 FROM {t} WHERE `key` = ? AND record IS NOT NULL AND expires_at > {NOW}"
+            ),
             complete: format!("UPDATE {t} SET record = ?, {COMPLETED_UNTIL} WHERE {HELD}"),
             // Sent again after a lost connection: the first one may have
             // landed, and then the row holds our token and these bytes.

@@ -9,6 +9,7 @@ use idem_core::store::{ClaimOutcome, Retention};
 use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
 
+use crate::sql::claimed;
 use crate::sql::dialect::{ClaimBytes, Completion, Dialect, Purge, StepSave, micros};
 
 use super::statements::Sql;
@@ -22,6 +23,7 @@ impl Dialect for Sql {
     type Conn = PgConnection;
     type Claimed = PgRow;
     type Live = PgRow;
+    type Found = Vec<PgRow>;
 
     const NAMES: (&'static str, &'static str) = conns::NAMES;
 
@@ -53,6 +55,10 @@ impl Dialect for Sql {
             .bind(&claim.fingerprint[..])
             .bind(claim.lease_us)
             .bind(claim.site)
+    }
+
+    fn completed_query<'q>(&'q self, key: &'q [u8]) -> PgQuery<'q> {
+        sqlx::query(&self.completed).bind(key)
     }
 
     fn complete_query<'q>(
@@ -116,6 +122,10 @@ impl Dialect for Sql {
             Purge::Steps => &self.steps.purge,
         };
         sqlx::query(text).bind(batch)
+    }
+
+    fn completed_outcome(rows: &Vec<PgRow>) -> Result<Option<ClaimOutcome>, StoreError> {
+        claimed::completed(rows.first()).map_err(|err| StoreError::new(BACKEND, err))
     }
 
     fn claim_outcome(row: &PgRow) -> Result<ClaimOutcome, StoreError> {

@@ -31,6 +31,9 @@ pub(super) struct Sql {
     pub table_name: String,
     pub versions: String,
     pub claim: String,
+    /// A completed, unexpired row, answered as the claim's first read
+    /// answers it.
+    pub completed: String,
     pub complete: String,
     pub complete_again: String,
     pub release: String,
@@ -61,6 +64,14 @@ const NO_TOMBSTONE: &str = "(tombstone_until IS NULL OR tombstone_until <= state
 const COMPLETED_UNTIL: &str = "expires_at = statement_timestamp() + $4 * interval '1 microsecond', \
      tombstone_until = statement_timestamp() + $5 * interval '1 microsecond'";
 
+/// The claim's answer columns after its outcome, read from the row `r`:
+/// fingerprint, record, and the time left in microseconds.
+const FOUND: &str = "r.fingerprint, r.record, \
+     floor(extract(epoch FROM r.expires_at - clock_timestamp()) * 1000000)::bigint";
+
+/// The row `r` of key `$1`, unexpired.
+const LIVE_ROW: &str = "r.key = $1 AND r.expires_at > statement_timestamp()";
+
 const HELD: &str =
     "key = $1 AND token = $2 AND record IS NULL AND expires_at > statement_timestamp()";
 
@@ -82,15 +93,16 @@ impl Sql {
             // ours did, so `statement_timestamp()` could answer more than
             // the writer's whole lease (issue 37).
             claim: format!(
-                "SELECT CASE WHEN r.record IS NULL THEN {IN_PROGRESS} ELSE {COMPLETED} END, r.fingerprint, r.record, \
-                 floor(extract(epoch FROM r.expires_at - clock_timestamp()) * 1000000)::bigint, NULL::bytea[] \
-                 FROM {t} AS r WHERE r.key = $1 AND r.expires_at > statement_timestamp() \
-                 AND (r.record IS NOT NULL OR r.token <> $2) \
+                "SELECT CASE WHEN r.record IS NULL THEN {IN_PROGRESS} ELSE {COMPLETED} END, {FOUND}, NULL::bytea[] \
+                 FROM {t} AS r WHERE {LIVE_ROW} AND (r.record IS NOT NULL OR r.token <> $2) \
                  UNION ALL \
                  SELECT o_outcome, o_fingerprint, o_record, o_remaining_us, \
                  CASE WHEN o_outcome IN ({WON}, {TOOK_OVER}) THEN \"{schema}\".\"{table}_steps_of\"($1) END \
                  FROM \"{schema}\".\"{table}_claim\"($1, $2, $3, $4, $5) \
                  LIMIT 1"
+            ),
+            completed: format!(
+                "SELECT {COMPLETED}, {FOUND} FROM {t} AS r WHERE {LIVE_ROW} AND r.record IS NOT NULL"
             ),
             complete: format!("UPDATE {t} SET record = $3, {COMPLETED_UNTIL} WHERE {HELD}"),
             // Sent again after a lost connection: the first one may have

@@ -1,7 +1,8 @@
 //! The claim: one `SET NX PX GET` (after a `PTTL` for a claim that asks
 //! for the record's lifetime, and before a `WAIT` when replicas are
 //! awaited, in one pipeline); a script after it only for a key whose claim
-//! lapsed or was released with steps kept (`TAKE_OVER`).
+//! lapsed or was released with steps kept (`TAKE_OVER`); a `GET` instead,
+//! answering alike, for a key this store saw completed (`crate::completed`).
 
 use std::io::Write;
 use std::sync::atomic::Ordering;

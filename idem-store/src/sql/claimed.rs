@@ -47,6 +47,19 @@ where
     })
 }
 
+/// The completed record the completed read answered, in its first row
+/// (columns as the claim's), if it found one.
+pub(crate) fn completed<'r, R>(row: Option<&'r R>) -> Result<Option<ClaimOutcome>, Failure>
+where
+    R: Row,
+    usize: ColumnIndex<R>,
+    Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
+    row.map(|row| outcome(COMPLETED, row, || Ok(Vec::new())))
+        .transpose()
+}
+
 /// The time left (or, for a tombstone, since the record's TTL ran out).
 fn remaining<'r, R>(row: &'r R) -> Result<Duration, sqlx::Error>
 where

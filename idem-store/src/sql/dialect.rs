@@ -26,6 +26,8 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     type Claimed: for<'q> Answer<Self::Conn, Query<'q, Self>>;
     /// What the statement asking whether a key is live answers.
     type Live: for<'q> Answer<Self::Conn, Query<'q, Self>>;
+    /// What the read of a completed record answers.
+    type Found: for<'q> Answer<Self::Conn, Query<'q, Self>>;
 
     /// The backend's name in a `StoreError`, and the server's in messages.
     const NAMES: (&'static str, &'static str);
@@ -45,6 +47,11 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
         claim: &'q ClaimBytes,
         own_tx: bool,
     ) -> Query<'q, Self>;
+
+    /// The read of `key`'s completed, unexpired record, as the claim
+    /// answers one (outcome, fingerprint, record, time left); no row
+    /// where there is none.
+    fn completed_query<'q>(&'q self, key: &'q [u8]) -> Query<'q, Self>;
 
     /// The completion `how` asks for.
     fn complete_query<'q>(
@@ -83,6 +90,9 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
 
     /// Reads the claim's answer.
     fn claim_outcome(answer: &Self::Claimed) -> Result<ClaimOutcome, StoreError>;
+
+    /// Reads the completed record's read: `None` where it found none.
+    fn completed_outcome(answer: &Self::Found) -> Result<Option<ClaimOutcome>, StoreError>;
 
     /// Reads the live statement's answer.
     fn is_live(&self, answer: &Self::Live) -> Result<bool, StoreError>;

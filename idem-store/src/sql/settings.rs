@@ -11,6 +11,7 @@ use sqlx::Pool;
 use super::dialect::Dialect;
 use super::send::Source;
 use super::store::Core;
+use crate::completed::Completed;
 use crate::conns::Conns;
 
 /// Connections `connect` opens at most, unless set.
@@ -71,6 +72,7 @@ impl Settings {
             conns,
             purge_batch: self.purge_batch,
             response_timeout: self.response_timeout,
+            completed: Completed::default(),
         })
     }
 }

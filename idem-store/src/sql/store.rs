@@ -9,6 +9,8 @@ use idem_core::admin::Purged;
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token};
 
+use crate::completed::Completed;
+
 use super::dialect::{ClaimBytes, Completion, Dialect, Purge, Query, StepSave};
 use super::send::{Affected, Answer, Server, Source};
 
@@ -22,6 +24,8 @@ pub(crate) struct Core<S: Dialect> {
     pub purge_batch: u32,
     /// How long a statement waits for the answer.
     pub response_timeout: Duration,
+    /// The keys last seen completed, whose replays read the row first.
+    pub completed: Completed,
 }
 
 impl<S: Dialect> Core<S>
@@ -67,13 +71,24 @@ where
         claim: &Claim,
     ) -> Result<ClaimOutcome, StoreError> {
         let sql = &self.sql;
+        if self.completed.names(key) {
+            let found: S::Found = self.send(|_| sql.completed_query(key.as_bytes())).await?;
+            match S::completed_outcome(&found)? {
+                Some(outcome) => return Ok(outcome),
+                None => self.completed.lost(key),
+            }
+        }
         let bytes = ClaimBytes::from(claim);
         // The claim answers Won again for our own token, so sending it
         // twice is safe.
         let answer: S::Claimed = self
             .send(|_| sql.claim_query(key.as_bytes(), &bytes, true))
             .await?;
-        S::claim_outcome(&answer)
+        let outcome = S::claim_outcome(&answer)?;
+        if let ClaimOutcome::Completed { .. } = outcome {
+            self.completed.saw(key);
+        }
+        Ok(outcome)
     }
 
     pub(crate) async fn complete(
@@ -95,7 +110,11 @@ where
                 sql.complete_query(how, key.as_bytes(), &token, record, kept)
             })
             .await?;
-        self.fence(changed, key).await
+        let fence = self.fence(changed, key).await?;
+        if fence == Fence::Held {
+            self.completed.saw(key);
+        }
+        Ok(fence)
     }
 
     pub(crate) async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {

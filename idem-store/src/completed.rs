@@ -1,16 +1,17 @@
-//! The keys this store has seen completed, so that a replay of one is read
-//! by a `GET`: on a key that holds a value, `SET … NX PX GET` answers just
-//! what `GET` does and changes nothing, and `GET` costs the server about
-//! two thirds of it. A key this table names but that turns out free (its
-//! record expired or was forgotten) is then claimed as any other, one
-//! trip later; a key it does not name is claimed at once. So the table
-//! only ever picks which of two equivalent reads to send first, and
+//! The keys a store has seen completed, so that a replay of one is sent
+//! as a plain read (Redis's `GET`, a SQL `SELECT` of a completed row),
+//! which answers a completed record just as the claim would and costs the
+//! server less than the claim's write (Redis's `SET … NX PX GET`) or
+//! function call (the SQL claim). A key this table names whose record has
+//! gone since (expired, forgotten) is then claimed as any other, one trip
+//! later; a key it does not name is claimed at once. So the table only
+//! picks which statement goes first: no claim is ever decided by it, and
 //! fencing never rests on it.
 //!
 //! A fixed table of tags, one per slot, with no lock and no allocation per
 //! call (a map would take a lock and grow): two keys that share a slot
-//! push each other out, which costs one of them its next replay's
-//! `SET … NX PX GET` and nothing more.
+//! push each other out, which costs one of them its next replay's claim
+//! statement and nothing more.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,7 +22,7 @@ use idem_core::key::RecordKey;
 const SLOTS: usize = 1 << 14;
 
 /// Which keys were last seen completed, one tag per slot.
-pub(super) struct Completed {
+pub(crate) struct Completed {
     tags: Box<[AtomicU64]>,
 }
 
@@ -35,13 +36,13 @@ impl Default for Completed {
 
 impl Completed {
     /// Whether `key` was last seen completed (its replay then reads first).
-    pub(super) fn names(&self, key: &RecordKey) -> bool {
+    pub(crate) fn names(&self, key: &RecordKey) -> bool {
         let (slot, tag) = slot_and_tag(key);
         self.tags[slot].load(Ordering::Relaxed) == tag
     }
 
     /// `key` holds a completed record.
-    pub(super) fn saw(&self, key: &RecordKey) {
+    pub(crate) fn saw(&self, key: &RecordKey) {
         let (slot, tag) = slot_and_tag(key);
         // Loaded first: a replayed key is named already, and a store on
         // every replay would bounce the slot's cache line between cores.
@@ -51,7 +52,7 @@ impl Completed {
     }
 
     /// `key` was found holding no completed record.
-    pub(super) fn lost(&self, key: &RecordKey) {
+    pub(crate) fn lost(&self, key: &RecordKey) {
         let (slot, tag) = slot_and_tag(key);
         let _ = self.tags[slot].compare_exchange(tag, 0, Ordering::Relaxed, Ordering::Relaxed);
     }
