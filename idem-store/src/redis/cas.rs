@@ -37,29 +37,44 @@ impl RedisStore {
             b"SET", &redis_key, &value, b"IFEQ", claim, b"PX", px, b"GET",
         ];
         let set = command(parts);
+        // The rare paths are boxed, so that every completion's future (which
+        // the `Store` trait boxes) holds only the one command's.
         if let Some(replicas) = &self.replicas {
-            let mut pipe = redis::Pipeline::with_capacity(2);
-            pipe.add_command(set);
-            replicas.append(&mut pipe);
-            let answer = self.query_raw::<(Option<Vec<u8>>, u32)>(&pipe).await;
-            let Some((found, acks)) = understood(answer)? else {
-                return Ok(None);
-            };
-            let fence = fence_of(found.as_deref(), claim, None);
-            if fence == Fence::Held {
-                replicas.check(acks, "completion")?;
-            }
-            return Ok(Some(fence));
+            return Box::pin(self.complete_cas_awaited(set, claim, replicas)).await;
         }
         let found = match self.send_cmd::<Option<Vec<u8>>>(&set).await {
             Err(err) if err.is_io_error() || err.is_connection_dropped() => {
                 tracing::debug!(error = %err, "idem: connection lost during a completion; sending it again");
-                let again = understood(self.send_cmd::<Option<Vec<u8>>>(&set).await)?;
-                return Ok(again.map(|found| fence_of(found.as_deref(), claim, Some(&value))));
+                let again = Box::pin(self.send_cmd::<Option<Vec<u8>>>(&set)).await;
+                return Ok(
+                    understood(again)?.map(|found| fence_of(found.as_deref(), claim, Some(&value)))
+                );
             }
             answer => understood(answer)?,
         };
         Ok(found.map(|found| fence_of(found.as_deref(), claim, None)))
+    }
+
+    /// The native completion `set`, then the `WAIT` for awaited replicas in
+    /// the same pipeline.
+    async fn complete_cas_awaited(
+        &self,
+        set: redis::Cmd,
+        claim: &[u8],
+        replicas: &super::replicas::Replicas,
+    ) -> Result<Option<Fence>, StoreError> {
+        let mut pipe = redis::Pipeline::with_capacity(2);
+        pipe.add_command(set);
+        replicas.append(&mut pipe);
+        let answer = self.query_raw::<(Option<Vec<u8>>, u32)>(&pipe).await;
+        let Some((found, acks)) = understood(answer)? else {
+            return Ok(None);
+        };
+        let fence = fence_of(found.as_deref(), claim, None);
+        if fence == Fence::Held {
+            replicas.check(acks, "completion")?;
+        }
+        Ok(Some(fence))
     }
 
     /// `SET key claim IFEQ claim PX lease GET`: the same value, a new

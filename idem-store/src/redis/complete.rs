@@ -63,7 +63,10 @@ impl RedisStore {
                 }
             }
         }
-        self.complete_script(key, token, record, retention).await
+        // Boxed: the script's future would more than double the size of
+        // every completion's (which the `Store` trait boxes), native ones
+        // included.
+        Box::pin(self.complete_script(key, token, record, retention)).await
     }
 
     /// `Store::release`.
