@@ -55,8 +55,9 @@ pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 /// restarts.
 ///
 /// Each step (claim, complete, release, renew, save a step) is **one
-/// statement**, sent in one round trip; a replayed duplicate is the claim
-/// alone. The claim is a stored procedure (`<table>_claim`, made by
+/// statement**, sent in one round trip; a replayed duplicate is one
+/// statement (a `SELECT` of the completed row where this store saw the key
+/// completed, else the claim). The claim is a stored procedure (`<table>_claim`, made by
 /// [`migrate`](MySqlStore::migrate)) answering one result set: a plain
 /// read first, so a replay costs an index lookup; otherwise, in a
 /// transaction of its own, `INSERT … ON DUPLICATE KEY UPDATE` that inserts

@@ -50,7 +50,8 @@ pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 ///
 /// Each step (claim, complete, release, renew) is **one statement**, sent
 /// in one round trip and atomic at READ COMMITTED; a replayed duplicate is
-/// the claim statement alone. Lease and TTL expiry are judged by the
+/// one statement: a `SELECT` of the completed row where this store saw the
+/// key completed, else the claim statement. Lease and TTL expiry are judged by the
 /// server's clock (`statement_timestamp()`). Keys, tokens, fingerprints and
 /// records are `bytea`. Run [`migrate`](PostgresStore::migrate) once at
 /// start-up (it is idempotent and versioned), and

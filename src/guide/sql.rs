@@ -72,8 +72,13 @@
 //! claimer won, read again), complete, release and renew are one fenced
 //! `UPDATE`/`DELETE` each (`WHERE key = $1 AND token = $2 AND record IS NULL
 //! AND expires_at > now`). All are atomic at READ COMMITTED. A replayed
-//! duplicate is the claim alone, and it only reads (no row lock, no WAL
-//! flush). Expiry is the server's `statement_timestamp()`, never the
+//! duplicate is one statement that only reads (no row lock, no WAL
+//! flush): a plain `SELECT` of the completed row where this store saw the
+//! key completed (its own completion or an earlier replay; a fixed table
+//! of 16,384 keys per store, on MySQL too), else the claim, whose first
+//! read answers it. Where that row has gone since (expired, forgotten),
+//! the claim follows, one turn later; the `SELECT` never decides a
+//! claim. Expiry is the server's `statement_timestamp()`, never the
 //! application host's clock.
 //!
 //! **Connections.** A sqlx `PgPool` pings each connection when it goes back to
@@ -204,7 +209,9 @@
 //!   (`tests/mysql.rs`, `tests/round_trips.rs`): claim, complete, release,
 //!   renew and saving a step are 1 turn each on the store's own connections,
 //!   2 on a pool with `test_before_acquire(false)`, 3 on sqlx's default pool;
-//!   a fresh call is 2 turns, a replay 1.
+//!   a fresh call is 2 turns, a replay 1 (a `SELECT` of the completed row
+//!   where the store saw the key completed, as on PostgreSQL, else the
+//!   procedure).
 //! - **The claim is a stored procedure** (`<table>_claim`) returning one
 //!   result set: a plain read (a replay costs an index lookup), else, in a
 //!   transaction of its own, `INSERT … ON DUPLICATE KEY UPDATE` that inserts

@@ -4,7 +4,8 @@
 # (cte_*: a CTE over INSERT … ON CONFLICT … DO UPDATE … WHERE expired),
 # the same CTE inside a PL/pgSQL loop (fn2_*; BENCHMARKS.md also has it as
 # a LANGUAGE sql function: the same body), and the statements by hand
-# (hand_*), by pgbench, with the
+# (hand_*), and a store's replay of a key it saw completed (seen_replay:
+# a read of the completed row, no function), by pgbench, with the
 # server time per call from pg_stat_statements (issue 34; BENCHMARKS.md).
 #
 # Needs a server with shared_preload_libraries=pg_stat_statements: a
@@ -13,9 +14,9 @@
 #   pg_ctl -D DIR -o "-p 25433 -c shared_preload_libraries=pg_stat_statements \
 #     -c fsync=off -c synchronous_commit=off" start
 #   PORT=25433 run.sh setup   # the store's migrations as table public.idem, fn2.sql
-#   psql … -c "INSERT INTO public.idem (key, token, fingerprint, record, expires_at)
+#   psql … -c "INSERT INTO public.idem (key, token, fingerprint, record, expires_at, site, created_at)
 #     SELECT sha256(int8send(g::bigint)), '\x01', sha256('fp'), repeat('x',50)::bytea,
-#     now() + interval '1 day' FROM generate_series(1,1000) g"
+#     now() + interval '1 day', 'bench::site', now() FROM generate_series(1,1000) g"
 # Usage: PORT=25433 C=32 J=2 T=8 SCRIPTS="fn_fresh cte_fresh …" run.sh ROUNDS
 cd "$(dirname "$0")"
 port="${PORT:-25433}"
@@ -31,7 +32,7 @@ if [ "$1" = setup ]; then
   exit
 fi
 for round in $(seq 1 "$1"); do
-  for s in ${SCRIPTS:-fn_fresh cte_fresh hand_fresh fn_replay cte_replay hand_replay}; do
+  for s in ${SCRIPTS:-fn_fresh cte_fresh hand_fresh fn_replay cte_replay hand_replay seen_replay}; do
     $P -c "select pg_stat_statements_reset()" >/dev/null
     tps=$(pgbench -n -h 127.0.0.1 -p "$port" -U postgres -M prepared -c "${C:-32}" -j "${J:-2}" -T "${T:-8}" \
       -f "$s.sql" postgres 2>/dev/null | grep -o 'tps = [0-9.]*' | cut -d' ' -f3)

@@ -11,9 +11,10 @@
 //! still pings each connection when it goes back; `idem from_pool` is the
 //! store built on that very pool, paying the same pings.
 //!
-//! `idem's statements by hand` sends idem's own claim and completion (the
-//! same text and binds, see [`hand`]) on the dedicated baseline's
-//! connections: idem ÷ it is idem's client work alone.
+//! `idem's statements by hand` sends idem's own claim and completion, or
+//! for a replay its read of the completed row (the same text and binds,
+//! see [`hand`]), on the dedicated baseline's connections: idem ÷ it is
+//! idem's client work alone.
 //!
 //! Which CPU the server process of a connection runs on, relative to the
 //! client's thread, sticks to the connection and moved single-caller
@@ -177,6 +178,7 @@ fn raw_runner(
                 match kind {
                     Kind::Two => raw.two(&sql, i, key).await,
                     Kind::Select => raw.select(&sql, i, key).await,
+                    Kind::Hand if replay => raw.replay_by_hand(&sql.idem, i, key).await,
                     Kind::Hand => raw.by_hand(&sql.idem, i, key).await,
                 }
             }
@@ -301,7 +303,7 @@ pub(crate) async fn run(report: &mut Report) {
                         idem_runner_over(idems.clone(), scope.clone(), concurrency, calls, hot),
                     ),
                     (
-                        "idem's claim by hand, dedicated connections",
+                        "idem's statements by hand, dedicated connections",
                         raw_runner(&dedicated, &sql, concurrency, calls, Kind::Hand, true),
                     ),
                     (
