@@ -61,35 +61,9 @@ impl Completed {
 /// A key's slot and tag, from its hashed bytes (uniform already). The tag
 /// is never zero, which marks an empty slot.
 fn slot_and_tag(key: &RecordKey) -> (usize, u64) {
-    let [
-        a,
-        b,
-        c,
-        d,
-        tag @ ..,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-        _,
-    ] = *key.as_bytes();
-    let slot = u32::from_le_bytes([a, b, c, d]) as usize % SLOTS;
-    (slot, u64::from_le_bytes(tag) | 1)
+    let bytes = key.as_bytes();
+    let word = |at: usize| u64::from_le_bytes(std::array::from_fn(|i| bytes[at + i]));
+    (word(0) as usize % SLOTS, word(8) | 1)
 }
 
 #[cfg(test)]

@@ -181,13 +181,7 @@ pub async fn forget_removes_completed_and_in_progress_records(idem: Idempotency)
     // when the handle has one, forgets too).
     let scope = scope("forget");
     let runs = Counter::default();
-    let call = |value: u32| {
-        let runs = runs.clone();
-        idem.call(&scope, "k").run(move || async move {
-            runs.bump();
-            Ok::<_, Error>(value)
-        })
-    };
+    let call = |value| counted(&idem, &scope, &runs, value);
     assert_eq!(call(1).await.unwrap(), 1);
     assert_eq!(call(2).await.unwrap(), 1, "replayed");
     idem.forget(&scope, "k").await.unwrap();
@@ -236,13 +230,7 @@ pub async fn forget_removes_completed_and_in_progress_records(idem: Idempotency)
 pub async fn a_replayed_key_answers_what_it_holds_now(idem: Idempotency) {
     let scope = scope("replayed-now");
     let runs = Counter::default();
-    let call = |value: u32| {
-        let runs = runs.clone();
-        idem.call(&scope, "k").run(move || async move {
-            runs.bump();
-            Ok::<_, Error>(value)
-        })
-    };
+    let call = |value| counted(&idem, &scope, &runs, value);
     assert_eq!(call(1).await.unwrap(), 1);
     assert_eq!(call(2).await.unwrap(), 1, "replayed");
     idem.forget(&scope, "k").await.unwrap();
@@ -261,4 +249,21 @@ pub async fn a_replayed_key_answers_what_it_holds_now(idem: Idempotency) {
     assert_eq!(done.await.unwrap(), Fence::Held);
     assert_eq!(call(5).await.unwrap(), 4, "the other caller's value");
     assert_eq!(runs.get(), 1);
+}
+
+/// A call of key `k` in `scope` whose body counts its runs in `runs` and
+/// answers `value`.
+async fn counted(
+    idem: &Idempotency,
+    scope: &str,
+    runs: &Counter,
+    value: u32,
+) -> Result<u32, Error> {
+    let runs = runs.clone();
+    idem.call(scope, "k")
+        .run(move || async move {
+            runs.bump();
+            Ok::<_, Error>(value)
+        })
+        .await
 }
