@@ -63,7 +63,7 @@ impl RedisStore {
         // the same time where it is needed after the answer (a takeover,
         // or a won claim whose value native compare-and-set keeps, see
         // `native.rs`): a replay builds it once and keeps nothing.
-        // A key last seen completed is read first (see `completed.rs`).
+        // A key last seen completed is read first (see `crate::completed`).
         let read = match self.completed.names(key) && !reads_pttl(claim) && self.replicas.is_none()
         {
             true => self.read_completed(key).await?,
