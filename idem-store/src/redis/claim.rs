@@ -59,16 +59,16 @@ impl RedisStore {
         // than its claim's key, and a release that keeps steps leaves a
         // marker in the key), so the steps are read only by the script
         // that replaces a lapsed or released claim.
-        // The claim's value is written into the command, and again from
-        // the same time where it is needed after the answer (a takeover,
-        // or a won claim whose value native compare-and-set keeps, see
-        // `native.rs`): a replay builds it once and keeps nothing.
         // A key last seen completed is read first (see `crate::completed`).
         let read = match self.completed.names(key) && !reads_pttl(claim) && self.replicas.is_none()
         {
             true => self.read_completed(key).await?,
             false => None,
         };
+        // The claim's value is written into the command, and again from
+        // the same time where it is needed after the answer (a takeover,
+        // or a won claim whose value native compare-and-set keeps, see
+        // `native.rs`): a replay builds it once and keeps nothing.
         let now = unix_now();
         let sent = Instant::now();
         let (pttl, held) = match read {
@@ -106,7 +106,10 @@ impl RedisStore {
     /// which the claim's `SET … NX GET` would have answered unchanged; `None`
     /// when it is free, to be claimed.
     async fn read_completed(&self, key: &RecordKey) -> Result<Option<Vec<u8>>, StoreError> {
-        let get = command([b"GET".as_slice(), &self.redis_key(key)]);
+        let mut get = redis::Cmd::with_capacity(2, 3 + self.prefix.len() + 32);
+        get.arg("GET");
+        key_arg(&mut get, [&self.prefix, key.as_bytes()])
+            .map_err(|err| StoreError::new("redis", err))?;
         let held: Option<Vec<u8>> = self.send_cmd(&get).await.map_err(store_error)?;
         if held.as_ref().is_none_or(|held| held.first() != Some(&b'C')) {
             self.completed.lost(key);
@@ -262,11 +265,7 @@ fn set_nx_get<const N: usize>(
     let key_len: usize = parts.iter().map(|part| part.len()).sum();
     let mut set = redis::Cmd::with_capacity(7, key_len + claim_value_len(claim) + words);
     set.arg("SET");
-    let written = {
-        let mut key = set.writer_for_next_arg();
-        parts.iter().try_for_each(|part| key.write_all(part))
-    };
-    written
+    key_arg(&mut set, parts)
         .and_then(|()| write_claim_value(&mut set.writer_for_next_arg(), claim, now))
         .map_err(|err| StoreError::new("redis", err))?;
     set.arg("NX")
@@ -274,6 +273,13 @@ fn set_nx_get<const N: usize>(
         .arg(claim_px(claim.lease))
         .arg("GET");
     Ok(set)
+}
+
+/// A record's key, of its `parts` (the prefix, the hashed key), written in
+/// place as `cmd`'s next argument: no key is built apart on the hot path.
+fn key_arg<const N: usize>(cmd: &mut redis::Cmd, parts: [&[u8]; N]) -> std::io::Result<()> {
+    let mut key = cmd.writer_for_next_arg();
+    parts.iter().try_for_each(|part| key.write_all(part))
 }
 
 /// A claim's value at `now`, written apart (for a takeover's script, and
