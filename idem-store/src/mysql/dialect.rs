@@ -20,7 +20,7 @@ impl Dialect for Sql {
     type Conn = MySqlConnection;
     type Claimed = Vec<MySqlRow>;
     type Live = Vec<MySqlRow>;
-    type Found = Vec<MySqlRow>;
+    type Found = Option<MySqlRow>;
 
     const NAMES: (&'static str, &'static str) = conns::NAMES;
 
@@ -137,8 +137,8 @@ impl Dialect for Sql {
         sqlx::query(text).bind(batch)
     }
 
-    fn completed_outcome(rows: &Vec<MySqlRow>) -> Result<Option<ClaimOutcome>, StoreError> {
-        claimed::completed(rows.first()).map_err(|err| StoreError::new(BACKEND, err))
+    fn completed_outcome(row: &Option<MySqlRow>) -> Result<Option<ClaimOutcome>, StoreError> {
+        claimed::completed(row.as_ref()).map_err(|err| StoreError::new(BACKEND, err))
     }
 
     fn claim_outcome(rows: &Vec<MySqlRow>) -> Result<ClaimOutcome, StoreError> {

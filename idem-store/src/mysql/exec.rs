@@ -1,5 +1,5 @@
-//! The typed answers a statement is sent for (its rows, or how many rows
-//! it matched), for `crate::sql::send`.
+//! The typed answers a statement is sent for (its rows, its first row, or
+//! how many rows it matched), for `crate::sql::send`.
 
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 
@@ -14,6 +14,16 @@ impl<'q> Answer<MySqlConnection, MyQuery<'q>> for Vec<MySqlRow> {
         MyQuery<'q>: 'c,
     {
         Box::pin(query.fetch_all(on))
+    }
+}
+
+/// The first row a plain `SELECT` answers, if any.
+impl<'q> Answer<MySqlConnection, MyQuery<'q>> for Option<MySqlRow> {
+    fn read<'c>(query: MyQuery<'q>, on: &'c mut MySqlConnection) -> Sent<'c, Self>
+    where
+        MyQuery<'q>: 'c,
+    {
+        Box::pin(query.fetch_optional(on))
     }
 }
 

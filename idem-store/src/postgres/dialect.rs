@@ -23,7 +23,7 @@ impl Dialect for Sql {
     type Conn = PgConnection;
     type Claimed = PgRow;
     type Live = PgRow;
-    type Found = Vec<PgRow>;
+    type Found = Option<PgRow>;
 
     const NAMES: (&'static str, &'static str) = conns::NAMES;
 
@@ -124,8 +124,8 @@ impl Dialect for Sql {
         sqlx::query(text).bind(batch)
     }
 
-    fn completed_outcome(rows: &Vec<PgRow>) -> Result<Option<ClaimOutcome>, StoreError> {
-        claimed::completed(rows.first()).map_err(|err| StoreError::new(BACKEND, err))
+    fn completed_outcome(row: &Option<PgRow>) -> Result<Option<ClaimOutcome>, StoreError> {
+        claimed::completed(row.as_ref()).map_err(|err| StoreError::new(BACKEND, err))
     }
 
     fn claim_outcome(row: &PgRow) -> Result<ClaimOutcome, StoreError> {

@@ -1,4 +1,4 @@
-//! The typed answers a statement is sent for (its row or rows, or how
+//! The typed answers a statement is sent for (its row, its rows, or how
 //! many rows it changed), for `crate::sql::send`.
 
 use sqlx::postgres::{PgConnection, PgRow};
@@ -24,6 +24,16 @@ impl<'q> Answer<PgConnection, PgQuery<'q>> for Vec<PgRow> {
         PgQuery<'q>: 'c,
     {
         Box::pin(query.fetch_all(on))
+    }
+}
+
+/// The row a statement answers, if any.
+impl<'q> Answer<PgConnection, PgQuery<'q>> for Option<PgRow> {
+    fn read<'c>(query: PgQuery<'q>, on: &'c mut PgConnection) -> Sent<'c, Self>
+    where
+        PgQuery<'q>: 'c,
+    {
+        Box::pin(query.fetch_optional(on))
     }
 }
 

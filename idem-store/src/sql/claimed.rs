@@ -31,7 +31,7 @@ pub(crate) fn outcome<'r, R>(
 where
     R: Row,
     usize: ColumnIndex<R>,
-    Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
+    &'r [u8]: Decode<'r, R::Database> + Type<R::Database>,
     i64: Decode<'r, R::Database> + Type<R::Database>,
 {
     Ok(match code {
@@ -39,7 +39,7 @@ where
         IN_PROGRESS => ClaimOutcome::in_progress(fingerprint(row)?, remaining(row)?),
         COMPLETED => ClaimOutcome::completed(
             fingerprint(row)?,
-            Bytes::from(row.try_get::<Vec<u8>, _>(2)?),
+            Bytes::copy_from_slice(row.try_get::<&[u8], _>(2)?),
             remaining(row)?,
         ),
         EXPIRED => ClaimOutcome::expired(fingerprint(row)?, remaining(row)?),
@@ -53,7 +53,7 @@ pub(crate) fn completed<'r, R>(row: Option<&'r R>) -> Result<Option<ClaimOutcome
 where
     R: Row,
     usize: ColumnIndex<R>,
-    Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
+    &'r [u8]: Decode<'r, R::Database> + Type<R::Database>,
     i64: Decode<'r, R::Database> + Type<R::Database>,
 {
     row.map(|row| outcome(COMPLETED, row, || Ok(Vec::new())))
@@ -75,9 +75,9 @@ fn fingerprint<'r, R>(row: &'r R) -> Result<Fingerprint, Failure>
 where
     R: Row,
     usize: ColumnIndex<R>,
-    Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
+    &'r [u8]: Decode<'r, R::Database> + Type<R::Database>,
 {
-    let bytes: Vec<u8> = row.try_get(1)?;
+    let bytes: &[u8] = row.try_get(1)?;
     let bytes: [u8; 32] = bytes
         .try_into()
         .map_err(|_| "a stored fingerprint is not 32 bytes")?;

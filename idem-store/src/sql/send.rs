@@ -94,11 +94,14 @@ where
         err: impl Fn(sqlx::Error) -> StoreError,
     ) -> Result<T, StoreError> {
         let conns = match self {
+            // Boxed: a pool's acquire is a large future (most of a step's),
+            // which inline would be copied with every step's future on the
+            // store's own connections too.
             Source::Pool(pool) => {
-                let sent = async {
+                let sent = Box::pin(async {
                     let mut conn = pool.acquire().await?;
                     T::read(build(false), &mut conn).await
-                };
+                });
                 return server.timed(sent).await?.map_err(err);
             }
             Source::Own(conns) => conns,
@@ -112,18 +115,22 @@ where
             }
             // The connection died (an idle one found dead, a session
             // killed, a server restarted): the steps are safe to repeat,
-            // so send it once more on a new connection.
+            // so send it once more on a new connection (boxed: it is rare,
+            // and inline it would enlarge every step's future).
             Err(first) if (server.lost_connection)(&first) => {
                 drop(leased);
                 conns.drop_idle();
                 tracing::debug!(error = %first, "idem: a {} connection was lost; sending again on a new one", server.names.1);
-                let mut leased = conns.acquire().await?;
-                let out = server
-                    .timed(T::read(build(true), leased.conn()))
-                    .await?
-                    .map_err(err)?;
-                leased.keep();
-                Ok(out)
+                Box::pin(async {
+                    let mut leased = conns.acquire().await?;
+                    let out = server
+                        .timed(T::read(build(true), leased.conn()))
+                        .await?
+                        .map_err(err)?;
+                    leased.keep();
+                    Ok(out)
+                })
+                .await
             }
             // The statement failed on a live connection: close it all the
             // same, its state (an aborted transaction, an open one inside
