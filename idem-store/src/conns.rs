@@ -55,6 +55,25 @@ impl<C: Connection> Conns<C> {
     }
 
     pub(crate) async fn acquire(&self) -> Result<Leased<'_, C>, StoreError> {
+        // A free permit is taken without the timeout's timer.
+        let permit = match self.permits.try_acquire() {
+            Ok(permit) => permit,
+            Err(_) => self.wait_for_permit().await?,
+        };
+        let idle = self.lock().pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => self.connect().await?,
+        };
+        Ok(Leased {
+            conns: self,
+            conn: Some(conn),
+            _permit: permit,
+        })
+    }
+
+    /// A permit, once one is free, within the acquire timeout.
+    async fn wait_for_permit(&self) -> Result<SemaphorePermit<'_>, StoreError> {
         let permit = tokio::time::timeout(self.acquire_timeout, self.permits.acquire())
             .await
             .map_err(|_| {
@@ -67,16 +86,7 @@ impl<C: Connection> Conns<C> {
                 )
             })?
             .expect("the semaphore is never closed");
-        let idle = self.lock().pop();
-        let conn = match idle {
-            Some(conn) => conn,
-            None => self.connect().await?,
-        };
-        Ok(Leased {
-            conns: self,
-            conn: Some(conn),
-            _permit: permit,
-        })
+        Ok(permit)
     }
 
     /// A new connection, within the acquire timeout.
