@@ -198,6 +198,19 @@ async fn a_sigstopped_server_fails_callers_within_the_response_timeout() {
     let idem = Idempotency::new(store);
     let warm: Result<u8, Error> = idem.call("sigstop", "k0").run(|| async { Ok(0) }).await;
     assert_eq!(warm.unwrap(), 0);
+    // One connection: a second caller waits for it, and gives up after
+    // the acquire timeout, while the first waits for the server's answer.
+    let narrow = Idempotency::new(
+        PostgresStore::builder()
+            .max_connections(1)
+            .response_timeout(Duration::from_millis(900))
+            .acquire_timeout(Duration::from_millis(200))
+            .connect(&server.url())
+            .await
+            .unwrap(),
+    );
+    let warm: Result<u8, Error> = narrow.call("sigstop", "n0").run(|| async { Ok(0) }).await;
+    assert_eq!(warm.unwrap(), 0);
 
     server.pause(true);
     let frozen = Frozen(&server);
@@ -224,6 +237,25 @@ async fn a_sigstopped_server_fails_callers_within_the_response_timeout() {
         );
         println!("call {key} failed after {took:?}: {text}");
     }
+    let stalled = async |key: &str| -> String {
+        let out: Result<u8, Error> = narrow
+            .call("sigstop", key)
+            .run(|| async { panic!("ran without a claim") })
+            .await;
+        match out {
+            Err(Error::Store(err)) => err.to_string(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let (first, second) = tokio::join!(stalled("n1"), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stalled("n2").await
+    });
+    assert!(first.contains("response_timeout"), "{first}");
+    assert!(
+        second.contains("no connection became free") && second.contains("acquire_timeout"),
+        "{second}"
+    );
     tokio::time::sleep(Duration::from_secs(3).saturating_sub(started.elapsed())).await;
     drop(frozen);
 
