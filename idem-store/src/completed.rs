@@ -13,24 +13,23 @@
 //! push each other out, which costs one of them its next replay's claim
 //! statement and nothing more.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use idem_core::key::RecordKey;
 
-/// Slots in the table: 64 KiB of tags, enough that a working set of a
-/// few thousand hot keys rarely collides. A tag is 32 bits: two keys that
-/// share one as well cost a read that finds nothing, nothing more.
+/// Slots in the table: 128 KiB of tags, enough that a working set of a
+/// few thousand hot keys rarely collides.
 const SLOTS: usize = 1 << 14;
 
 /// Which keys were last seen completed, one tag per slot.
 pub(crate) struct Completed {
-    tags: Box<[AtomicU32]>,
+    tags: Box<[AtomicU64]>,
 }
 
 impl Default for Completed {
     fn default() -> Self {
         Completed {
-            tags: (0..SLOTS).map(|_| AtomicU32::new(0)).collect(),
+            tags: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 }
@@ -61,10 +60,10 @@ impl Completed {
 
 /// A key's slot and tag, from its hashed bytes (uniform already). The tag
 /// is never zero, which marks an empty slot.
-fn slot_and_tag(key: &RecordKey) -> (usize, u32) {
+fn slot_and_tag(key: &RecordKey) -> (usize, u64) {
     let bytes = key.as_bytes();
-    let word = |at: usize| u32::from_le_bytes(std::array::from_fn(|i| bytes[at + i]));
-    (word(0) as usize % SLOTS, word(4) | 1)
+    let word = |at: usize| u64::from_le_bytes(std::array::from_fn(|i| bytes[at + i]));
+    (word(0) as usize % SLOTS, word(8) | 1)
 }
 
 #[cfg(test)]
