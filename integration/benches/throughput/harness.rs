@@ -106,6 +106,8 @@ pub(crate) struct Row {
     pub scenario: String,
     pub subject: String,
     pub figures: Figures,
+    /// Calls per second in each round, in the order the rounds ran.
+    pub rounds: Vec<f64>,
     /// The subject this row is compared against, by name, or none for the
     /// subject under test itself.
     pub baseline_of: Option<String>,
@@ -155,9 +157,9 @@ impl Report {
     }
 
     /// Runs `subjects` (name, runner) interleaved for [`ROUNDS`] rounds,
-    /// each round in a rotated order, and keeps each one's median round by
-    /// throughput. The first subject is
-    /// idem; the rest are its baselines.
+    /// each round in a rotated order, and keeps each one's rounds and its
+    /// median round by throughput. The first subject is idem; the rest are
+    /// its baselines, compared round by round (see `ratio`).
     pub(crate) async fn scenario(&mut self, scenario: &str, subjects: Vec<(&str, Runner)>) {
         self.scenario_rounds(scenario, ROUNDS, subjects).await;
     }
@@ -207,12 +209,14 @@ impl Report {
         let idem = (subjects[0].0 == idem).then_some(idem);
         for (i, (name, _)) in subjects.iter().enumerate() {
             let runs = &mut rounds[i];
+            let in_order = runs.iter().map(|figures| figures.per_sec).collect();
             runs.sort_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
             self.rows.push(Row {
                 runtime: self.runtime.clone(),
                 scenario: scenario.to_owned(),
                 subject: (*name).to_owned(),
                 figures: runs[runs.len() / 2],
+                rounds: in_order,
                 baseline_of: idem.clone().filter(|idem| idem != name),
             });
         }
@@ -226,15 +230,26 @@ impl Report {
         }
     }
 
-    /// The ratio of idem's throughput to `row`'s, when `row` is a baseline.
+    /// The ratio of idem's throughput to `row`'s, when `row` is a baseline:
+    /// the median of the rounds' ratios, each of idem's round to the
+    /// baseline's in the same round. Paired so, a drift that moves a whole
+    /// round (the table growing, a checkpoint, the other core busy) moves
+    /// both sides of its ratio, not one median more than the other.
     fn ratio(&self, row: &Row) -> Option<f64> {
         let idem = row.baseline_of.as_ref()?;
-        let base = self
+        let idem = self
             .rows
             .iter()
             .find(|r| r.runtime == row.runtime && r.scenario == row.scenario && &r.subject == idem)
             .expect("idem row");
-        Some(base.figures.per_sec / row.figures.per_sec)
+        let mut ratios: Vec<f64> = idem
+            .rounds
+            .iter()
+            .zip(&row.rounds)
+            .map(|(idem, base)| idem / base)
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        Some(ratios[ratios.len() / 2])
     }
 
     pub(crate) fn print(&self) {
