@@ -395,13 +395,12 @@ impl<P> Call<P> {
                 Some(_) => self.claim().with_expiry(),
                 None => self.claim(),
             };
-            let (finished, took_over) = match self
-                .claim_key(store, cache, on_drop.as_ref(), &claim, &span)
-                .await
-            {
-                Ok(won) => won,
-                Err(ended) => return ended,
-            };
+            let (finished, took_over) =
+                match self.claim_key(store, cache, on_drop, &claim, &span).await {
+                    Ok(won) => won,
+                    Err(ended) => return ended,
+                };
+            let on_drop = on_drop.cloned();
             let mut guard = ClaimGuard::new(store, on_drop, self.key, claim.token, self.site);
             if !crate::step::steps_match(&finished, &self.fingerprint) {
                 guard.release().await;
@@ -457,8 +456,9 @@ trait Target {
     fn store(&self) -> &Self::Store;
     fn cache(&self) -> Option<&LocalCache>;
     /// The same store, owned, for a release after the call is dropped and
-    /// for the renewer; `None` for a borrowed store.
-    fn owned(&self) -> Option<Arc<dyn Store>>;
+    /// for the renewer; `None` for a borrowed store. Lent, and cloned only
+    /// for a won claim: a replay then touches no shared count.
+    fn owned(&self) -> Option<&Arc<dyn Store>>;
 }
 
 impl Target for Arc<Inner> {
@@ -469,8 +469,8 @@ impl Target for Arc<Inner> {
     fn cache(&self) -> Option<&LocalCache> {
         self.as_ref().cache.as_ref()
     }
-    fn owned(&self) -> Option<Arc<dyn Store>> {
-        Some(Arc::clone(&self.store))
+    fn owned(&self) -> Option<&Arc<dyn Store>> {
+        Some(&self.store)
     }
 }
 
@@ -482,7 +482,7 @@ impl<S: Store + ?Sized> Target for &S {
     fn cache(&self) -> Option<&LocalCache> {
         None
     }
-    fn owned(&self) -> Option<Arc<dyn Store>> {
+    fn owned(&self) -> Option<&Arc<dyn Store>> {
         None
     }
 }

@@ -68,16 +68,20 @@ impl RedisStore {
         // The claim's value is written into the command, and again from
         // the same time where it is needed after the answer (a takeover,
         // or a won claim whose value native compare-and-set keeps, see
-        // `native.rs`): a replay builds it once and keeps nothing.
-        let now = unix_now();
-        let sent = Instant::now();
+        // `native.rs`): a replay builds it once and keeps nothing, and a
+        // replay read above reads no clock.
+        let mut clocks = None;
         let (pttl, held) = match read {
             Some(held) => (None, Some(held)),
-            None => self.send_claim(key, claim, now).await?,
+            None => {
+                let (now, _) = *clocks.get_or_insert_with(read_clocks);
+                self.send_claim(key, claim, now).await?
+            }
         };
         let outcome = match claimed(pttl, held)? {
             Claimed::Outcome(outcome) => outcome,
             Claimed::Replace(held) => {
+                let (now, _) = *clocks.get_or_insert_with(read_clocks);
                 let value = claim_value(claim, now)?;
                 let (record, steps) = (self.redis_key(key), self.steps_key(key));
                 let keys = [record.as_slice(), &steps];
@@ -92,6 +96,7 @@ impl RedisStore {
         {
             // A fenced step within the lease by this host's clock is
             // native, after it a script judges the lapse by Redis's.
+            let (now, sent) = *clocks.get_or_insert_with(read_clocks);
             let kept = Kept {
                 value: claim_value(claim, now)?,
                 live_until: live_until(sent, claim.lease),
@@ -251,6 +256,12 @@ impl RedisStore {
             (_, None) => Err(store_error(refused)),
         }
     }
+}
+
+/// The time a claim's value is written from, and the instant before it
+/// was sent, from which its lease is surely live (`native::live_until`).
+fn read_clocks() -> (Duration, Instant) {
+    (unix_now(), Instant::now())
 }
 
 /// `SET key value NX PX lease GET`, the key (of its `parts`) and the value
