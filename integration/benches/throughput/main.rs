@@ -7,8 +7,10 @@
 //! profiling one of them; `IDEM_BENCH_VERBOSE=1` prints every
 //! round). Each scenario runs interleaved with its baselines for several
 //! rounds; the table reports the median round's calls per second, p50 and
-//! p99 latency, and the ratio of idem to each baseline. Ratios within one
-//! run are what to compare: absolute figures move with the machine.
+//! p99 latency, and the ratio of idem to each baseline: the median of the
+//! rounds' ratios, each round's idem figure over the baseline's in the same
+//! round. Ratios within one run are what to compare: absolute figures move
+//! with the machine.
 //!
 //! Every scenario runs on two runtimes, one after the other: a
 //! current-thread runtime (every subject's requests, connection tasks and
