@@ -113,6 +113,14 @@ impl MemoryStore {
         // The key is a SHA-256 digest: any byte of it is uniform.
         lock(&self.shards[usize::from(key.as_bytes()[0]) % SHARDS])
     }
+
+    /// The key's shard, and the time read once it is locked: read before,
+    /// a claim that waited behind a renewal would find the renewed lease
+    /// ending more than a lease after its own `now`.
+    fn locked(&self, key: &RecordKey) -> (MutexGuard<'_, Shard>, Instant) {
+        let shard = self.shard(key);
+        (shard, Instant::now())
+    }
 }
 
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
@@ -188,8 +196,7 @@ impl Shard {
 #[async_trait]
 impl Store for MemoryStore {
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        let now = Instant::now();
-        let mut shard = self.shard(key);
+        let (mut shard, now) = self.locked(key);
         let took_over = match shard.entries.get_mut(key) {
             Some(entry) if entry.until > now => {
                 return Ok(match &entry.state {
@@ -234,8 +241,7 @@ impl Store for MemoryStore {
         record: &[u8],
         kept: Retention,
     ) -> Result<Fence, StoreError> {
-        let now = Instant::now();
-        let mut shard = self.shard(key);
+        let (mut shard, now) = self.locked(key);
         Ok(match shard.held(key, token, now) {
             Ok(entry) => {
                 entry.state = State::Completed(Bytes::copy_from_slice(record));
@@ -248,8 +254,7 @@ impl Store for MemoryStore {
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
-        let now = Instant::now();
-        let mut shard = self.shard(key);
+        let (mut shard, now) = self.locked(key);
         Ok(match shard.held(key, token, now) {
             Ok(_) => {
                 shard.entries.remove(key);
@@ -265,8 +270,7 @@ impl Store for MemoryStore {
         token: Token,
         lease: Duration,
     ) -> Result<Fence, StoreError> {
-        let now = Instant::now();
-        let mut shard = self.shard(key);
+        let (mut shard, now) = self.locked(key);
         Ok(match shard.held(key, token, now) {
             Ok(entry) => {
                 entry.until = now + lease;
@@ -285,8 +289,7 @@ impl Store for MemoryStore {
         value: &[u8],
         ttl: Duration,
     ) -> Result<Fence, StoreError> {
-        let now = Instant::now();
-        let mut shard = self.shard(key);
+        let (mut shard, now) = self.locked(key);
         if let Err(lost) = shard.held(key, token, now) {
             return Ok(lost);
         }
