@@ -6,6 +6,7 @@
 
 mod concurrency;
 mod errors;
+mod interactions;
 mod keys;
 mod leases;
 mod reconcile;
@@ -24,6 +25,11 @@ pub use errors::{
     changed_type_is_a_codec_error_with_both_names, corrupt_record_is_a_codec_error,
     error_predicate_decides_per_error, other_payload_is_refused_without_running,
     oversized_value_settles_the_key, released_errors_run_again, replayed_errors_come_back,
+};
+pub use interactions::{
+    a_claim_answered_late_holds_a_whole_lease, a_lapsed_claim_of_another_payload_is_a_mismatch,
+    a_renewal_to_zero_lapses_the_claim, a_takeover_dropped_while_reconciling_stands,
+    durations_past_the_longest_are_refused_before_the_claim,
 };
 pub use keys::{child_key_is_stable_across_retries, empty_key_is_refused, scopes_are_independent};
 pub use leases::{

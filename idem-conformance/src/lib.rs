@@ -66,7 +66,7 @@ pub use support::{Counter, SharedStore, new_claim, scope};
 ///
 /// `suite!(make)` runs every case; `suite!(make; case, case, …)` the named
 /// ones of [`cases`]; `suite!(make; without_takeover)` every case but the
-/// three that need a store to report `ClaimOutcome::Won::took_over` (for a
+/// six that need a store to report `ClaimOutcome::Won::took_over` (for a
 /// store of your own that cannot tell a lapsed claim from a free key yet).
 /// See the [crate docs](crate) for an example.
 #[macro_export]
@@ -77,6 +77,8 @@ macro_rules! suite {
             a_takeover_reconciles_once_and_skips_the_body,
             a_reconcile_that_finds_nothing_runs_the_body,
             takeover_is_reported_only_for_a_lapsed_claim,
+            a_lapsed_claim_of_another_payload_is_a_mismatch,
+            a_takeover_dropped_while_reconciling_stands, a_renewal_to_zero_lapses_the_claim,
         );
     };
     ($make:expr; without_takeover $(,)?) => {
@@ -104,7 +106,8 @@ macro_rules! suite {
             forget_removes_completed_and_in_progress_records, a_normal_call_never_reconciles,
             a_replayed_key_answers_what_it_holds_now,
             a_tombstone_answers_expired_then_frees_the_key, a_tombstone_fences_the_late_holder,
-            a_zero_tombstone_is_refused,
+            a_zero_tombstone_is_refused, a_claim_answered_late_holds_a_whole_lease,
+            durations_past_the_longest_are_refused_before_the_claim,
         );
     };
     ($make:expr; $($case:ident),+ $(,)?) => {

@@ -171,6 +171,9 @@ pub struct SharedStore {
     pub inner: Arc<dyn idem::Store>,
     /// How many claims reached `inner`.
     pub claims: Arc<AtomicUsize>,
+    /// How long each claim's answer is held back after `inner` gave it
+    /// (a slow network, a claim that waited on a row lock).
+    pub claim_answer_delay: Duration,
 }
 
 impl SharedStore {
@@ -179,7 +182,14 @@ impl SharedStore {
         Self {
             inner,
             claims: Arc::default(),
+            claim_answer_delay: Duration::ZERO,
         }
+    }
+
+    /// The same store, answering each claim `delay` after `inner` did.
+    pub fn answering_claims_after(mut self, delay: Duration) -> Self {
+        self.claim_answer_delay = delay;
+        self
     }
 }
 
@@ -191,7 +201,11 @@ impl idem::Store for SharedStore {
         claim: &Claim,
     ) -> Result<ClaimOutcome, idem::StoreError> {
         self.claims.fetch_add(1, Ordering::SeqCst);
-        self.inner.claim(key, claim).await
+        let answer = self.inner.claim(key, claim).await;
+        if !self.claim_answer_delay.is_zero() {
+            tokio::time::sleep(self.claim_answer_delay).await;
+        }
+        answer
     }
     async fn complete(
         &self,

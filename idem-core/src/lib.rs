@@ -43,8 +43,8 @@ pub mod testing;
 pub mod admin;
 
 pub use call::{
-    Body, Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, NoReconcile, Ran, Reconcile, Reconciling,
-    Reported,
+    Body, Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, MAX_DURATION, NoReconcile, Ran, Reconcile,
+    Reconciling, Reported,
 };
 pub use context::child_key;
 pub use error::{CodecError, Error, StoreError, StoreErrorKind};

@@ -356,7 +356,7 @@ pub(crate) async fn let_start() {
     tokio::task::yield_now().await;
 }
 
-fn third(lease: Duration) -> Duration {
+pub(crate) fn third(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(1))
 }
 

@@ -19,6 +19,19 @@ pub(crate) mod contract;
 
 pub use async_trait::async_trait;
 
+/// How long a store keeps a claim whose lease ran out without a result
+/// (its holder crashed or was cut off): a day. The lapsed claim is the
+/// evidence that a body may have had its effect, so the next call takes it
+/// over (and asks its reconcile, SPEC §13) instead of running as if the
+/// key were new, and a call with another payload is refused as a
+/// mismatch. A purge or a sweep keeps it this long; after that the key is
+/// free.
+///
+/// ```
+/// assert_eq!(idem::store::LAPSED_CLAIM_KEPT.as_secs(), 24 * 60 * 60);
+/// ```
+pub const LAPSED_CLAIM_KEPT: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// The fencing token of one claim. A fresh token is drawn for every claim
 /// attempt, so a takeover after lease expiry always holds a new token and a
 /// late holder's completion is refused.

@@ -3,6 +3,7 @@
 
 mod steps;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -10,7 +11,9 @@ use bytes::Bytes;
 use foldhash::HashMap;
 use idem_core::fingerprint::Fingerprint;
 use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
+use idem_core::store::{
+    Claim, ClaimOutcome, Fence, LAPSED_CLAIM_KEPT, Retention, StepId, Token, async_trait,
+};
 use idem_core::{Store, StoreError};
 use tokio::time::Instant;
 
@@ -27,12 +30,16 @@ const DEFAULT_MAX_RECORDS: usize = 1_000_000;
 ///
 /// The map is split in 64 shards so calls on different keys rarely share a
 /// lock. Expiry is judged by tokio's monotonic clock. The store is bounded:
-/// when a shard is full, expired records go first, then the completed
-/// records closest to expiry (a sixteenth of the shard at a time);
-/// in-progress claims are never evicted, and a shard full of them refuses
-/// new claims with `Error::Store`. The saved steps of calls
-/// (`idem::step`) are bounded alike, apart: past the bound, the call whose
-/// steps expire first loses them (and would resume from its start).
+/// when a shard is full, expired records go first; a shard still full of
+/// live records (completed ones within their TTL or tombstone, claims, and
+/// claims whose lease lapsed, kept a day as evidence:
+/// [`LAPSED_CLAIM_KEPT`](idem::store::LAPSED_CLAIM_KEPT)) refuses new
+/// claims with `Error::Store`, so the call fails closed. Evicting a live
+/// record instead would let its duplicate run the body again; a store
+/// that may do so is asked for with [`evict_live`](MemoryStore::evict_live).
+/// The saved steps of calls (`idem::step`) are bounded apart: past the
+/// bound, the call whose steps expire first loses them (and would resume
+/// from its start).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -44,6 +51,8 @@ const DEFAULT_MAX_RECORDS: usize = 1_000_000;
 pub struct MemoryStore {
     shards: Box<[Mutex<Shard>]>,
     per_shard: usize,
+    /// Completed records evicted within their TTL ([`evict_live`](Self::evict_live)).
+    evicted: Option<AtomicU64>,
 }
 
 #[derive(Default)]
@@ -93,7 +102,44 @@ impl MemoryStore {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             per_shard: max_records.div_ceil(SHARDS).max(1),
+            evicted: None,
         }
+    }
+
+    /// The same store, lossy when full: a shard full of live records
+    /// evicts the completed records closest to expiry (a sixteenth of the
+    /// shard at a time) instead of refusing new claims. **A duplicate of an
+    /// evicted key runs its body again**: choose this only for calls whose
+    /// repeated effect is harmless (a cache in front of an idempotent
+    /// downstream). Claims, lapsed ones included, are never evicted. Each
+    /// eviction counts in [`evicted`](Self::evicted) and in the metric
+    /// `idem_memory_evicted_total`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = idem::MemoryStore::with_max_records(64).evict_live();
+    /// let idem = idem::Idempotency::new(store);
+    /// for key in 0..200u32 {
+    ///     let out: Result<u32, idem::Error> = idem.call("demo", &key).run(|| async { Ok(key) }).await;
+    ///     assert_eq!(out.unwrap(), key, "a full store evicts instead of refusing");
+    /// }
+    /// # }
+    /// ```
+    pub fn evict_live(mut self) -> Self {
+        self.evicted = Some(AtomicU64::new(0));
+        self
+    }
+
+    /// How many completed records were evicted within their TTL, by a
+    /// store made with [`evict_live`](Self::evict_live); zero otherwise.
+    ///
+    /// ```
+    /// assert_eq!(idem::MemoryStore::new().evicted(), 0);
+    /// ```
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+            .as_ref()
+            .map_or(0, |evicted| evicted.load(Ordering::Relaxed))
     }
 
     /// How many records are held, expired ones not yet evicted included.
@@ -142,8 +188,15 @@ impl Entry {
 }
 
 impl Shard {
-    /// Makes room for one more entry, or says the shard is full of claims.
-    fn make_room(&mut self, limit: usize, now: Instant) -> Result<(), StoreError> {
+    /// Makes room for one more entry, or says the shard is full of live
+    /// records. Evicts live completed records only where `evicted` counts
+    /// them (a lossy store, [`MemoryStore::evict_live`]).
+    fn make_room(
+        &mut self,
+        limit: usize,
+        now: Instant,
+        evicted: Option<&AtomicU64>,
+    ) -> Result<(), StoreError> {
         self.inserts = self.inserts.wrapping_add(1);
         if self.entries.len() < limit && !self.inserts.is_multiple_of(SWEEP_EVERY) {
             return Ok(());
@@ -156,6 +209,12 @@ impl Shard {
         if self.entries.len() < limit {
             return Ok(());
         }
+        let Some(evicted) = evicted else {
+            return Err(StoreError::new(
+                "memory",
+                "store is full of live records; raise `MemoryStore::with_max_records`, or opt into `evict_live()` (lossy)",
+            ));
+        };
         // Evict a batch of the completed records nearest expiry, not just
         // one, so a full shard does not rescan itself on every insert.
         let mut completed: Vec<(Instant, RecordKey)> = self
@@ -175,6 +234,8 @@ impl Shard {
         for (_, key) in &completed[..batch] {
             self.entries.remove(key);
         }
+        evicted.fetch_add(batch as u64, Ordering::Relaxed);
+        metrics::counter!("idem_memory_evicted_total").increment(batch as u64);
         Ok(())
     }
 
@@ -186,6 +247,11 @@ impl Shard {
                 State::InProgress(t) if t == token => Ok(entry),
                 _ => Err(Fence::Lost),
             },
+            // A lapsed claim, ours or not: nobody holds the key.
+            Some(Entry {
+                state: State::InProgress(_),
+                ..
+            }) => Err(Fence::Expired),
             // Another caller completed the key; its tombstone stands.
             Some(entry) if entry.kept > now => Err(Fence::Lost),
             _ => Err(Fence::Expired),
@@ -212,13 +278,19 @@ impl Store for MemoryStore {
                     State::Tombstone => ClaimOutcome::expired(entry.fingerprint, Duration::ZERO),
                 });
             }
+            Some(entry) if matches!(entry.state, State::InProgress(_)) => {
+                if !claim.fingerprint.matches(&entry.fingerprint) {
+                    return Ok(ClaimOutcome::in_progress(entry.fingerprint, Duration::ZERO));
+                }
+                true
+            }
             Some(entry) if entry.kept > now => {
                 entry.compact(now);
                 return Ok(ClaimOutcome::expired(entry.fingerprint, now - entry.until));
             }
-            Some(entry) => matches!(entry.state, State::InProgress(_)),
+            Some(_) => false,
             None => {
-                shard.make_room(self.per_shard, now)?;
+                shard.make_room(self.per_shard, now, self.evicted.as_ref())?;
                 false
             }
         };
@@ -228,7 +300,7 @@ impl Store for MemoryStore {
                 fingerprint: claim.fingerprint,
                 state: State::InProgress(claim.token),
                 until: now + claim.lease,
-                kept: now + claim.lease,
+                kept: now + claim.lease + LAPSED_CLAIM_KEPT,
             },
         );
         Ok(ClaimOutcome::won(took_over, shard.steps.finished(key, now)))
@@ -274,7 +346,7 @@ impl Store for MemoryStore {
         Ok(match shard.held(key, token, now) {
             Ok(entry) => {
                 entry.until = now + lease;
-                entry.kept = entry.until;
+                entry.kept = entry.until + LAPSED_CLAIM_KEPT;
                 Fence::Held
             }
             Err(lost) => lost,

@@ -32,6 +32,14 @@ macro_rules! now_ms {
 }
 use now_ms;
 
+/// [`LAPSED_CLAIM_KEPT`](idem_core::store::LAPSED_CLAIM_KEPT) in
+/// milliseconds, for the statements (a test checks the two agree).
+macro_rules! lapsed_kept_ms {
+    () => {
+        "86400000"
+    };
+}
+
 const MIGRATE: &str = concat!(
     "CREATE TABLE IF NOT EXISTS idem_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
     "CREATE TABLE IF NOT EXISTS idem_records (",
@@ -65,6 +73,10 @@ const INSERT: &str = concat!(
     now_ms!(),
     " AND coalesce(idem_records.tombstone_until, 0) <= ",
     now_ms!(),
+    // A lapsed claim is taken over only by a call of its payload (or one
+    // that does not fingerprint): `Store::claim`.
+    " AND (idem_records.record IS NOT NULL OR idem_records.fingerprint IN (?3, zeroblob(32))",
+    " OR ?3 = zeroblob(32))",
     // Whether the call has saved steps: only then does a won claim read them.
     " RETURNING EXISTS (SELECT 1 FROM idem_steps WHERE call = ?1)"
 );
@@ -110,10 +122,16 @@ const RENEW: &str = concat!(
     " + ?3",
     held!()
 );
+/// Keeps a lapsed claim a day past its lease: the evidence a takeover
+/// and its reconcile need (`LAPSED_CLAIM_KEPT`).
 const PURGE: &str = concat!(
     "DELETE FROM idem_records WHERE key IN (SELECT key FROM idem_records WHERE expires_at <= ",
     now_ms!(),
-    " AND coalesce(tombstone_until, 0) <= ",
+    " AND (record IS NOT NULL OR expires_at <= ",
+    now_ms!(),
+    " - ",
+    lapsed_kept_ms!(),
+    ") AND coalesce(tombstone_until, 0) <= ",
     now_ms!(),
     " LIMIT ?1)"
 );
@@ -399,7 +417,13 @@ impl Store for SqliteStore {
                         }
                     });
                 }
-                took_over = record.is_none();
+                if record.is_none() {
+                    let fp = fingerprint(row.try_get(1).map_err(err)?)?;
+                    if !claim.fingerprint.matches(&fp) {
+                        return Ok(ClaimOutcome::in_progress(fp, Duration::ZERO));
+                    }
+                    took_over = true;
+                }
             }
             let won = sqlx::query(INSERT)
                 .bind(key)
@@ -505,5 +529,14 @@ impl Store for SqliteStore {
                 .map_err(err)?;
         }
         tx.commit().await.map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_lapsed_claim_is_kept_as_long_as_the_contract_says() {
+        let kept: u128 = lapsed_kept_ms!().parse().expect("a number");
+        assert_eq!(kept, idem_core::store::LAPSED_CLAIM_KEPT.as_millis());
     }
 }

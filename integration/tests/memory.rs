@@ -13,31 +13,66 @@ fn claim(lease: Duration) -> Claim {
     idem_conformance::new_claim(Fingerprint::NONE, lease)
 }
 
-#[tokio::test]
-async fn bounded_store_evicts_expired_then_oldest_completed() {
-    // 64 shards of one record each.
-    let store = MemoryStore::with_max_records(64);
-    let mut keys = Vec::new();
-    for i in 0..2000u32 {
-        let key = RecordKey::new("bounded", &i);
+/// Claims and completes `keys` one after another; the claims refused
+/// (full) are counted, not completed.
+async fn fill(store: &MemoryStore, keys: &[RecordKey], ttl: Duration) -> usize {
+    let mut refused = 0;
+    for key in keys {
         let c = claim(Duration::from_secs(30));
-        match store.claim(&key, &c).await {
+        match store.claim(key, &c).await {
             Ok(ClaimOutcome::Won { .. }) => {
-                store
-                    .complete(
-                        &key,
-                        c.token,
-                        b"r",
-                        Retention::new(Duration::from_secs(60 + u64::from(i))),
-                    )
-                    .await
-                    .unwrap();
-                keys.push(key);
+                let kept = Retention::new(ttl);
+                assert!(
+                    store
+                        .complete(key, c.token, b"r", kept)
+                        .await
+                        .unwrap()
+                        .is_held()
+                );
             }
-            other => panic!("claim {i}: {other:?}"),
+            Err(_) => refused += 1,
+            other => panic!("{other:?}"),
         }
     }
+    refused
+}
+
+fn keys_in(scope: &str, n: u32) -> Vec<RecordKey> {
+    (0..n).map(|i| RecordKey::new(scope, &i)).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_full_of_live_records_fails_closed_and_keeps_them() {
+    // 64 shards of one record each.
+    let store = MemoryStore::with_max_records(64);
+    let keys = keys_in("bounded", 2000);
+    let refused = fill(&store, &keys, Duration::from_secs(60)).await;
+    assert_eq!((store.len(), refused, store.evicted()), (64, 2000 - 64, 0));
+    // Every record that was completed still replays: none was evicted.
+    let mut replayed = 0;
+    for key in &keys {
+        let answer = store.claim(key, &claim(Duration::from_secs(1))).await;
+        replayed += usize::from(matches!(answer, Ok(ClaimOutcome::Completed { .. })));
+    }
+    assert_eq!(replayed, 64);
+    // Once the records expire, the sweep makes room again: one a shard.
+    tokio::time::advance(Duration::from_secs(61)).await;
+    assert_eq!(
+        fill(&store, &keys, Duration::from_secs(60)).await,
+        2000 - 64
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_evicting_store_evicts_the_oldest_live_records_and_counts_them() {
+    let store = MemoryStore::with_max_records(64).evict_live();
+    let keys = keys_in("evicting", 2000);
+    for (i, key) in keys.iter().enumerate() {
+        let ttl = Duration::from_secs(60 + i as u64);
+        assert_eq!(fill(&store, std::slice::from_ref(key), ttl).await, 0);
+    }
     assert!(store.len() <= 64, "store grew to {}", store.len());
+    assert_eq!(store.evicted(), 2000 - store.len() as u64);
     // The newest record of each shard survived.
     let last = keys.last().unwrap();
     assert!(matches!(

@@ -124,9 +124,20 @@ async fn purge_expired_deletes_only_expired_rows() {
     // ended by now.
     let written = std::time::Instant::now();
     tokio::time::sleep_until((written + short + Duration::from_millis(100)).into()).await;
-    // 30 records and claims, and the 20 steps of the odd (short) claims.
-    assert_eq!(store.purge_expired().await.unwrap(), 30 + 20);
+    // The 10 short records and the 20 steps of the odd (short) claims;
+    // the 20 lapsed claims stay a day (`LAPSED_CLAIM_KEPT`), the evidence
+    // that the next call is a takeover (and reconciles).
+    assert_eq!(store.purge_expired().await.unwrap(), 10 + 20);
     assert_eq!(store.purge_expired().await.unwrap(), 0);
+    let retry = Claim::new(Token::random(), Fingerprint::NONE, short, "sqlite-test");
+    let lapsed = RecordKey::new("purge", &1u32);
+    assert!(matches!(
+        store.claim(&lapsed, &retry).await.unwrap(),
+        ClaimOutcome::Won {
+            took_over: true,
+            ..
+        }
+    ));
 }
 
 const WORKER: &str = "IDEM_SQLITE_WORKER";

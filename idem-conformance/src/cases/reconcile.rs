@@ -64,8 +64,9 @@ pub async fn a_takeover_reconciles_once_and_skips_the_body(idem: Idempotency) {
 }
 
 /// A reconcile answering `None` runs the body once; one answering `Err`
-/// is the body's error would be: released (the default policy), so the
-/// next call runs the body, and that call is no takeover.
+/// is the body's error would be, but the takeover stands: the claim is
+/// not released (a fresh claim would run the body without asking) but
+/// lapses, so the next call takes it over and asks the reconcile again.
 pub async fn a_reconcile_that_finds_nothing_runs_the_body(idem: Idempotency) {
     let scope = scope("reconcile-none");
     let store = idem.store().as_ref();
@@ -92,8 +93,12 @@ pub async fn a_reconcile_that_finds_nothing_runs_the_body(idem: Idempotency) {
     };
     assert_eq!(call().await.unwrap_err(), AppError::Timeout);
     assert_eq!((reconciles.get(), runs.get()), (2, 1));
-    assert_eq!(call().await.unwrap(), 2, "a released error runs the body");
-    assert_eq!(reconciles.get(), 2, "a call after a release reconciled");
+    assert_eq!(call().await.unwrap_err(), AppError::Timeout);
+    assert_eq!(
+        (reconciles.get(), runs.get()),
+        (3, 1),
+        "after a failed reconcile, the next call must ask again, not run the body"
+    );
 }
 
 /// A call that is not a takeover never reconciles: a fresh key, a replay,

@@ -4,12 +4,15 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Call, DEFAULT_LEASE};
+use super::{Call, DEFAULT_LEASE, MAX_DURATION};
 use crate::store::Retention;
 use crate::{CallSite, Claim, Error, Fingerprint, Token};
 
 impl<P> Call<P> {
-    /// How long a completed result is replayed.
+    /// How long a completed result is replayed. A zero TTL, or one longer
+    /// than [`MAX_DURATION`] (100 years), is `Error::InvalidOption` when
+    /// the call runs, before any claim: every store can keep a record that
+    /// long, and none can keep one for `Duration::MAX`.
     ///
     /// ```
     /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
@@ -27,7 +30,8 @@ impl<P> Call<P> {
     /// running the body again; another payload under the key is still
     /// `Error::FingerprintMismatch`, and once the tombstone has passed the
     /// key is free. None by default: after the TTL a duplicate runs as new.
-    /// A zero tombstone is `Error::InvalidOption` when the call runs.
+    /// A zero tombstone, or one longer than [`MAX_DURATION`], is
+    /// `Error::InvalidOption` when the call runs.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -196,6 +200,15 @@ impl<P> Call<P> {
                 "`ttl` must be longer than zero (scope `{}`)",
                 self.scope
             ));
+        }
+        for (name, set) in [("ttl", Some(self.ttl)), ("tombstone", self.tombstone)] {
+            if set.is_some_and(|set| set > MAX_DURATION) {
+                return refuse(format!(
+                    "`{name}` ({:?}) is longer than 100 years (`idem::MAX_DURATION`) (scope `{}`)",
+                    set.unwrap_or_default(),
+                    self.scope
+                ));
+            }
         }
         if self.tombstone.is_some_and(|tombstone| tombstone.is_zero()) {
             return refuse(format!(

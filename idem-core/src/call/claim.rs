@@ -7,12 +7,15 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
+use super::guard::ClaimGuard;
 use super::{Call, Failed, Ran, Reported};
 use crate::cache::LocalCache;
 use crate::observe::{Op, Outcome as Observed};
 use crate::record::{self, Kind};
 use crate::renewal;
-use crate::{Claim, ClaimOutcome, Error, ErrorPolicy, Fingerprint, StepId, Store, StoreError};
+use crate::{
+    Claim, ClaimOutcome, Error, ErrorPolicy, Fence, Fingerprint, StepId, Store, StoreError,
+};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(5);
 const MAX_BACKOFF: Duration = Duration::from_millis(250);
@@ -22,9 +25,10 @@ pub(super) type Finished = Vec<(StepId, bytes::Bytes)>;
 
 impl<P> Call<P> {
     /// Claims the key, waiting (up to `wait`) while another caller holds
-    /// it. `Ok` with the steps an earlier attempt finished, and whether a
-    /// vanished holder's claim was taken over, when the claim is won; `Err` with the call's answer otherwise (a replay, a
-    /// mismatch, in progress, a store failure).
+    /// it. `Ok` with the steps an earlier attempt finished, whether a
+    /// vanished holder's claim was taken over, and when the winning claim
+    /// was sent, when the claim is won; `Err` with the call's answer
+    /// otherwise (a replay, a mismatch, in progress, a store failure).
     pub(super) async fn claim_key<S, T, E>(
         // `&mut`: a `&Call` held across an await would need `P: Sync`.
         &mut self,
@@ -33,7 +37,7 @@ impl<P> Call<P> {
         on_drop: Option<&Arc<dyn Store>>,
         claim: &Claim,
         span: &tracing::Span,
-    ) -> Result<(Finished, bool), Ran<T, E>>
+    ) -> Result<(Finished, bool, Instant), Ran<T, E>>
     where
         S: Store + ?Sized,
         T: DeserializeOwned,
@@ -53,7 +57,7 @@ impl<P> Call<P> {
                     if took_over {
                         site.takeover();
                     }
-                    return Ok((steps, took_over));
+                    return Ok((steps, took_over, sent));
                 }
                 Ok(ClaimOutcome::Completed {
                     fingerprint,
@@ -96,6 +100,44 @@ impl<P> Call<P> {
             Box::pin(tokio::time::sleep(backoff.min(self.wait - waited))).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
             sent = Instant::now();
+        }
+    }
+
+    /// Makes sure a won claim holds a whole lease before the body runs. A
+    /// store stamps the lease no earlier than the claim was sent, but the
+    /// answer may come late (a claim that waited on a transaction's row
+    /// lock, a slow network): the renewer's first renewal, a third of a
+    /// lease after the answer, could then come after the lease ran out and
+    /// another caller took the key over. So a claim answered a third of a
+    /// lease or more after it was sent is renewed first; if the store says
+    /// it is already lost, the body does not run.
+    pub(super) async fn hold_whole_lease<S: Store + ?Sized>(
+        &mut self,
+        guard: &mut ClaimGuard<'_, S>,
+        claim: &Claim,
+        sent: Instant,
+    ) -> Result<(), Error> {
+        if sent.elapsed() < renewal::third(claim.lease) {
+            return Ok(());
+        }
+        let renewed = Instant::now();
+        let answer = guard.store.renew(&self.key, claim.token, claim.lease).await;
+        self.site.store_op(Op::Renew, renewed);
+        match answer {
+            Ok(Fence::Held) => Ok(()),
+            Ok(lost) => {
+                guard.disarm();
+                tracing::warn!(scope = %self.scope, key = %self.key.short(), "idem: the claim's answer came after its lease; body not run");
+                Err(Error::LeaseLost {
+                    key: self.key.short(),
+                    taken_over: lost == Fence::Lost,
+                    scope: self.scope.to_string(),
+                })
+            }
+            Err(err) => {
+                guard.release().await;
+                Err(Error::Store(err))
+            }
         }
     }
 

@@ -12,7 +12,6 @@ mod reconcile;
 mod settle;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde::{Serialize, de::DeserializeOwned};
@@ -37,6 +36,24 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// How long an in-progress claim is held before another caller may take
 /// over, unless set: 30 seconds.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The longest `ttl`, `tombstone` or `lease` a call accepts: 100 years.
+/// Longer is `Error::InvalidOption` before any claim, so that no store
+/// overflows its clock after the body ran (`Duration::MAX` would).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let idem = idem::Idempotency::new(idem::MemoryStore::new());
+/// let out: Result<u8, idem::Error> = idem
+///     .call("demo", "k")
+///     .ttl(std::time::Duration::MAX)
+///     .run(|| async { unreachable!("refused before the claim") })
+///     .await;
+/// assert!(matches!(out, Err(idem::Error::InvalidOption(_))));
+/// assert!(idem::MAX_DURATION < std::time::Duration::MAX);
+/// # }
+/// ```
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
 /// A call being set up: made by [`Idempotency::call`], run by
 /// [`Call::run`]. `#[idempotent]` expands to this.
@@ -395,7 +412,7 @@ impl<P> Call<P> {
                 Some(_) => self.claim().with_expiry(),
                 None => self.claim(),
             };
-            let (finished, took_over) =
+            let (finished, took_over, sent) =
                 match self.claim_key(store, cache, on_drop, &claim, &span).await {
                     Ok(won) => won,
                     Err(ended) => return ended,
@@ -410,12 +427,20 @@ impl<P> Call<P> {
                     Err(Failed::Idem(self.mismatch())),
                 );
             }
+            if let Err(err) = self.hold_whole_lease(&mut guard, &claim, sent).await {
+                let observed = match err {
+                    Error::LeaseLost { .. } => Observed::LeaseLost,
+                    _ => Observed::StoreError,
+                };
+                return self.ended(&span, observed, Err(Failed::Idem(err)));
+            }
             // Only a takeover of a vanished holder asks the reconcile.
-            let (takeover, reconciled) = reconcile::takeover(took_over && body.reconciles());
+            let (takeover, answer) = reconcile::takeover(took_over && body.reconciles());
+            guard.hold_until_reconciled(answer.clone());
             let body = || body.start(takeover);
             let result = self.run_body(&guard, &claim, finished, &span, body).await;
-            if let Some(reconciled) = reconciled {
-                let reconciled = reconciled.load(Ordering::Relaxed);
+            if let Some(answer) = answer {
+                let reconciled = answer.found();
                 span.record("reconciled", reconciled);
                 if reconciled {
                     self.site.reconciled();

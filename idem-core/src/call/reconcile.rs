@@ -2,7 +2,7 @@
 //! before it runs the body again (SPEC §13).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -195,23 +195,53 @@ impl<P, R> Reconciling<P, R> {
 
 /// A takeover the reconcile is asked about: made by the protocol only
 /// when a call with a reconcile takes over a vanished holder's claim, and
-/// told whether the reconcile answered with a value.
+/// told how the reconcile answered.
 #[doc(hidden)]
-pub struct Takeover(Arc<AtomicBool>);
+pub struct Takeover(Arc<Answer>);
 
 impl Takeover {
-    /// Awaits the reconcile, noting whether it answered with a value.
+    /// Awaits the reconcile, noting how it answered.
     pub async fn ask<T, E>(
         &self,
         reconcile: impl Future<Output = Result<Option<T>, E>>,
     ) -> Result<Option<T>, E> {
         let answer = reconcile.await;
-        if let Ok(Some(_)) = answer {
-            self.0.store(true, Ordering::Relaxed);
-        } else if let Ok(None) = answer {
-            tracing::debug!("idem: reconcile found no effect; running the body");
+        match &answer {
+            Ok(Some(_)) => self.0.note(Answer::FOUND),
+            Ok(None) => {
+                tracing::debug!("idem: reconcile found no effect; running the body");
+                self.0.note(Answer::NOT_FOUND);
+            }
+            Err(_) => tracing::debug!("idem: reconcile failed; the takeover stands"),
         }
         answer
+    }
+}
+
+/// How a takeover's reconcile answered, shared by the [`Takeover`] handed
+/// to the body and the claim's guard: until the reconcile answers (it
+/// failed, or the call was dropped while it ran), the vanished holder's
+/// effect is unknown, so the guard lets the claim lapse instead of
+/// releasing it, and the next call takes it over and asks again.
+pub(crate) struct Answer(AtomicU8);
+
+impl Answer {
+    const PENDING: u8 = 0;
+    const FOUND: u8 = 1;
+    const NOT_FOUND: u8 = 2;
+
+    fn note(&self, answer: u8) {
+        self.0.store(answer, Ordering::Relaxed);
+    }
+
+    /// Whether the reconcile answered that the effect happened.
+    pub(crate) fn found(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == Self::FOUND
+    }
+
+    /// Whether the reconcile has not answered (yet, or at all).
+    pub(crate) fn pending(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == Self::PENDING
     }
 }
 
@@ -267,11 +297,12 @@ where
     }
 }
 
-/// The takeover handed to a body that reconciles, and the flag it sets.
-pub(super) fn takeover(asked: bool) -> (Option<Takeover>, Option<Arc<AtomicBool>>) {
+/// The takeover handed to a body that reconciles, and the answer it
+/// notes.
+pub(super) fn takeover(asked: bool) -> (Option<Takeover>, Option<Arc<Answer>>) {
     if !asked {
         return (None, None);
     }
-    let flag = Arc::new(AtomicBool::new(false));
-    (Some(Takeover(Arc::clone(&flag))), Some(flag))
+    let answer = Arc::new(Answer(AtomicU8::new(Answer::PENDING)));
+    (Some(Takeover(Arc::clone(&answer))), Some(answer))
 }

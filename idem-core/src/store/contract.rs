@@ -55,6 +55,15 @@ pub trait Store: Send + Sync {
     /// claim's token, fingerprint and lease), or reports the holder, the
     /// completed record, or the tombstone of an expired one
     /// ([`ClaimOutcome::Expired`]; a tombstone is not claimed over).
+    ///
+    /// A claim whose lease lapsed is kept for
+    /// [`LAPSED_CLAIM_KEPT`](super::LAPSED_CLAIM_KEPT) and taken over
+    /// (`took_over`) only by a claim whose fingerprint
+    /// [matches](crate::Fingerprint::matches) it: to one of another
+    /// payload the store answers [`ClaimOutcome::InProgress`] with the
+    /// lapsed claim's fingerprint and no time left, which the caller
+    /// reports as a mismatch. The vanished holder may have had its effect
+    /// for its own payload; another one must not run under its key.
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError>;
 
     /// Stores `record` for `kept.ttl`, if `token` still holds the claim,
@@ -73,7 +82,9 @@ pub trait Store: Send + Sync {
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError>;
 
     /// Extends the in-progress claim to `lease` from now, if `token` still
-    /// holds it.
+    /// holds it. A `lease` of zero ends the claim now without freeing the
+    /// key: the next claim takes it over, as after a crash (a takeover
+    /// whose reconcile did not answer leaves its claim so).
     async fn renew(
         &self,
         key: &RecordKey,

@@ -9,6 +9,7 @@
 //! used twice is bound twice.
 
 use idem_core::StoreError;
+use idem_core::store::LAPSED_CLAIM_KEPT;
 
 use super::{BACKEND, NOW};
 use crate::sql::claimed::COMPLETED;
@@ -119,8 +120,13 @@ impl Sql {
             live: format!(
                 "SELECT COUNT(*) FROM {t} WHERE `key` = ? AND (expires_at > {NOW} OR tombstone_until > {NOW})"
             ),
+            // A lapsed claim stays a day past its lease (`LAPSED_CLAIM_KEPT`):
+            // the evidence a takeover and its reconcile need.
             purge: format!(
-                "DELETE FROM {t} WHERE expires_at <= {NOW} AND {NO_TOMBSTONE} ORDER BY expires_at LIMIT ?"
+                "DELETE FROM {t} WHERE expires_at <= {NOW} AND {NO_TOMBSTONE} \
+                 AND (record IS NOT NULL OR expires_at <= {NOW} - INTERVAL {} SECOND) \
+                 ORDER BY expires_at LIMIT ?",
+                LAPSED_CLAIM_KEPT.as_secs()
             ),
             compact: format!(
                 "UPDATE {t} SET record = '' WHERE expires_at <= {NOW} AND tombstone_until > {NOW} \

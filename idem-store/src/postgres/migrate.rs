@@ -14,9 +14,13 @@ use sqlx::postgres::PgConnection;
 use super::statements::Sql;
 
 /// The migrations, in order; a migration's number is its place here.
-/// 0.1 is released with one: the records (with the call site, the claim's
-/// time and the tombstone's end), the claim function, and the steps.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_records.sql")];
+/// 1: the records (with the call site, the claim's time and the
+/// tombstone's end), the claim function, and the steps; 2: a lapsed claim
+/// is taken over only by a call of its payload.
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_records.sql"),
+    include_str!("migrations/0002_lapsed_claims.sql"),
+];
 
 /// This release's schema version.
 pub(super) const CURRENT: i32 = MIGRATIONS.len() as i32;

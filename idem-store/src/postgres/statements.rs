@@ -10,6 +10,7 @@
 //! ours, and by ours it would have more than its whole lease left.
 
 use idem_core::StoreError;
+use idem_core::store::LAPSED_CLAIM_KEPT;
 
 use super::BACKEND;
 use crate::sql::claimed::{COMPLETED, IN_PROGRESS, TOOK_OVER, WON};
@@ -126,10 +127,16 @@ impl Sql {
                 "SELECT EXISTS (SELECT 1 FROM {t} WHERE key = $1 AND (expires_at > statement_timestamp() \
                  OR tombstone_until > statement_timestamp()))"
             ),
+            // A lapsed claim stays a day past its lease (`LAPSED_CLAIM_KEPT`):
+            // the evidence a takeover and its reconcile need.
             purge: format!(
                 "DELETE FROM {t} WHERE key IN (SELECT key FROM {t} WHERE expires_at <= statement_timestamp() \
-                 AND {NO_TOMBSTONE} ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
-                 AND expires_at <= statement_timestamp() AND {NO_TOMBSTONE}"
+                 AND {NO_TOMBSTONE} AND {lapsed} ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+                 AND expires_at <= statement_timestamp() AND {NO_TOMBSTONE} AND {lapsed}",
+                lapsed = format_args!(
+                    "(record IS NOT NULL OR expires_at <= statement_timestamp() - interval '{} seconds')",
+                    LAPSED_CLAIM_KEPT.as_secs()
+                ),
             ),
             compact: format!(
                 "UPDATE {t} SET record = ''::bytea WHERE key IN (SELECT key FROM {t} WHERE expires_at <= statement_timestamp() \

@@ -80,6 +80,9 @@ impl RedisStore {
         };
         let outcome = match claimed(pttl, held)? {
             Claimed::Outcome(outcome) => outcome,
+            Claimed::Replace(held) if let Some(refused) = refused_takeover(&held, claim)? => {
+                refused
+            }
             Claimed::Replace(held) => {
                 let (now, _) = *clocks.get_or_insert_with(read_clocks);
                 let value = claim_value(claim, now)?;
@@ -328,6 +331,20 @@ fn taken_over(answer: redis::Value) -> Result<ClaimOutcome, StoreError> {
         }
         _ => Err(corrupt("a takeover answered an unknown list")),
     }
+}
+
+/// A lapsed claim (`P…`) of another payload is not taken over
+/// (`Store::claim`): the answer is in progress with no time left and the
+/// lapsed claim's fingerprint, which the caller reports as a mismatch.
+/// The takeover script replaces only the value read, so this check of it
+/// holds.
+fn refused_takeover(held: &[u8], claim: &Claim) -> Result<Option<ClaimOutcome>, StoreError> {
+    if held.first() != Some(&b'P') {
+        return Ok(None);
+    }
+    let lapsed = fingerprint_at(held, 17)?;
+    Ok((!claim.fingerprint.matches(&lapsed))
+        .then(|| ClaimOutcome::in_progress(lapsed, Duration::ZERO)))
 }
 
 /// Whether the claim's pipeline answers the key's `PTTL` first: a claim

@@ -55,7 +55,7 @@ pub(super) fn remaining(pttl_ms: i64) -> Duration {
 /// so the lease left is its `PTTL` minus this, by Redis's clock. A day,
 /// the default TTL: a retry within it reconciles (the scripts hold the
 /// same figure, see `scripts.rs`).
-pub(super) const KEPT_AFTER_LEASE_MS: u64 = 24 * 60 * 60 * 1000;
+pub(super) const KEPT_AFTER_LEASE_MS: u64 = idem_core::store::LAPSED_CLAIM_KEPT.as_secs() * 1000;
 
 /// The `PX` of an in-progress claim of `lease`.
 pub(super) fn claim_px(lease: Duration) -> u64 {

@@ -119,10 +119,23 @@ pub(crate) async fn purge_expired_deletes_only_expired_rows_in_batches<S: SqlSer
     // ended by now.
     let written = Instant::now();
     tokio::time::sleep_until((written + short + Duration::from_millis(100)).into()).await;
-    // 50 records and claims, and the 30 steps of the (short) claims.
-    assert_eq!(S::purge_expired(&store).await, 50 + 30);
-    assert_eq!(S::count(S::table(&store)).await, 10);
+    // The 20 short records and the 30 steps of the (short) claims; the 30
+    // lapsed claims stay a day (`LAPSED_CLAIM_KEPT`), the evidence that
+    // the next call is a takeover (and reconciles).
+    assert_eq!(S::purge_expired(&store).await, 20 + 30);
+    assert_eq!(S::count(S::table(&store)).await, 10 + 30);
     assert_eq!(S::purge_expired(&store).await, 0);
+    let retry = store.claim(&RecordKey::new("purge", &1u32), &claim::<S>(short));
+    assert!(
+        matches!(
+            retry.await,
+            Ok(ClaimOutcome::Won {
+                took_over: true,
+                ..
+            })
+        ),
+        "a purge erased a lapsed claim"
+    );
 }
 
 pub(crate) async fn a_store_used_before_migrate_says_to_migrate<S: SqlServer>() {
