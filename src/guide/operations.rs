@@ -17,6 +17,7 @@
 //! | `idem_renewals_total` | counter | `site` | lease renewals that held |
 //! | `idem_renewal_failures_total` | counter | `site` | lease renewals that did not hold, counted as they happen while the body runs: the store failed (retried at the next third of the lease) or answered that the claim is lost; each also logs a `WARN` event in the call's span |
 //! | `idem_waits_total` | counter | `site` | calls that waited (`wait`) for another caller's result |
+//! | `idem_memory_evicted_total` | counter | (none) | completed records a [`MemoryStore`](crate::MemoryStore) made with `evict_live()` evicted within their TTL (each one's duplicate runs again); always 0 without it |
 //!
 //! `site` is bounded: it is the call site's static name, never the scope a
 //! call was given (which may carry a tenant) nor a key. For `#[idempotent]`
@@ -79,7 +80,7 @@
 //! | `inspect --scope S --key K` (or `--record HEX`) | state, age, expiry, fingerprint, size, and the stored value: a response the HTTP layer stored as status, headers and body; any other value as stored (below) |
 //! | `list [--in-progress] [--older-than D] [--limit N]` | records, oldest first: hashed key, state, age, expiry, size, call site (the function's path, or `METHOD /route` for the HTTP layer) |
 //! | `forget --scope S --key K` (or `--record HEX`) | removes the record and its saved steps (on SQLite in one transaction) so the next call runs again |
-//! | `purge` | deletes expired records and the steps of expired calls, counted apart (`{"purged": records, "steps": steps}`; Redis expires its own: 0) |
+//! | `purge` | deletes expired records and the steps of expired calls, counted apart; a claim whose lease lapsed stays a day (`idem::store::LAPSED_CLAIM_KEPT`), the evidence a takeover needs (`{"purged": records, "steps": steps}`; Redis expires its own: 0) |
 //! | `stats` | counts by state (in progress, completed, expired) and stored bytes |
 //!
 //! The store flags (`--redis URL`, `--postgres URL`, `--mysql URL`,

@@ -103,8 +103,13 @@
 //! pool for everything; the release ping adds server work and a network turn,
 //! though not caller latency.
 //!
-//! **Purging.** Expired rows are ignored by every step, so purging only
-//! reclaims space. `purge_expired()` deletes them in batches of
+//! **Purging.** Expired records are ignored by every step, so purging them
+//! only reclaims space. A claim whose lease lapsed without a result is not
+//! space but evidence: its holder may have had its effect, and the next
+//! call must take it over (and ask its `reconcile`) rather than run as if
+//! the key were new. So a purge keeps a lapsed claim for
+//! [`LAPSED_CLAIM_KEPT`](crate::store::LAPSED_CLAIM_KEPT) (a day) after its
+//! lease, as Redis does. `purge_expired()` deletes the rest in batches of
 //! `purge_batch` rows (default 5,000; rows locked by a running claim are
 //! skipped) and returns how many went. Run it every few minutes from one
 //! place:

@@ -38,9 +38,13 @@
 //!
 //! [`MemoryStore`](crate::MemoryStore) has 64 shards and is bounded
 //! ([`with_max_records`](crate::MemoryStore::with_max_records), one million
-//! by default): expired records are evicted first, then the completed
-//! records nearest expiry; in-progress claims are never evicted, and a
-//! shard full of them refuses new claims with `Error::Store` (fail closed).
+//! by default): expired records are evicted first; a shard still full of
+//! live records (completed within their TTL or tombstone, claims, lapsed
+//! claims kept a day) refuses new claims with `Error::Store` (fail closed),
+//! because an evicted record's duplicate would run its body again.
+//! [`evict_live`](crate::MemoryStore::evict_live) asks for the lossy
+//! alternative (the completed records nearest expiry go, counted in
+//! `idem_memory_evicted_total`).
 //!
 //! # The local replay cache
 //!

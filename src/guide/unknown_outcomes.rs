@@ -66,8 +66,14 @@
 //! --all-features --test reconcile_chaos` (about 3 s).
 //!
 //! `Ok(Some(v))` is stored and returned as if the body ran (the body does
-//! not run); `Ok(None)` runs the body; `Err` goes through the error policy
-//! (released by default, so the next call asks again). A fresh key, a
+//! not run); `Ok(None)` runs the body; `Err` goes through the error policy,
+//! but a takeover whose reconcile did not answer (it failed, or the call
+//! was dropped while it ran) is never released: a released key would be
+//! claimed fresh and run the body without asking. Its claim lapses
+//! instead, so the next call takes it over and asks again. A takeover is
+//! only by a call of the vanished holder's payload: another payload under
+//! its key is `FingerprintMismatch`, as while the holder's lease ran. A
+//! fresh key, a
 //! released claim, an expired record or a replay never reconcile. Steps and
 //! reconcile: the reconcile runs first, then, if it answers `None`, the body
 //! resumes after the steps the holder finished; a step interrupted mid-way

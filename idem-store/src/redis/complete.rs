@@ -15,7 +15,7 @@ use super::RedisStore;
 use super::conn::store_error;
 use super::native::live_until;
 use super::scripts::{COMPLETE, fence};
-use super::value::{claim_px, millis};
+use super::value::{KEPT_AFTER_LEASE_MS, claim_px, millis};
 
 impl RedisStore {
     /// `Store::complete`. A tombstone's marker is written by the script
@@ -103,6 +103,11 @@ impl RedisStore {
         token: Token,
         lease: Duration,
     ) -> Result<Fence, StoreError> {
+        if lease.is_zero() {
+            let px = KEPT_AFTER_LEASE_MS.to_string();
+            let args: [&[u8]; 2] = [&token.to_bytes(), px.as_bytes()];
+            return self.fenced(&self.scripts.lapse, key, &args).await;
+        }
         if self.native.set_ifeq()
             && let Some(claim) = self.native.live(*key, token)
         {

@@ -73,12 +73,29 @@ end
 return 0
 ";
 
+/// A renewal to a zero lease (`Store::renew`: the claim ends, the key is
+/// not freed): the claim's value is written again with its lease zeroed,
+/// so that a claim that estimates the lease left from the value (without
+/// a `PTTL`, `value::lease_left_estimate`) sees it lapsed too; `PX`
+/// ARGV[2] keeps it the day a lapsed claim is kept.
+pub(super) const LAPSE: &str = r"
+local v = redis.call('GET', KEYS[1])
+if not v then return -1 end
+if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
+  if redis.call('PTTL', KEYS[1]) <= 86400000 then return -1 end
+  redis.call('SET', KEYS[1], string.sub(v, 1, 57) .. string.rep('\0', 8) .. string.sub(v, 66), 'PX', ARGV[2])
+  return 1
+end
+return 0
+";
+
 #[derive(Clone)]
 /// The fenced operations' scripts, each sent as `EVALSHA`.
 pub(super) struct Scripts {
     pub(super) complete: Script,
     pub(super) release: Script,
     pub(super) renew: Script,
+    pub(super) lapse: Script,
     pub(super) save_step: Script,
     pub(super) take_over: Script,
 }
@@ -89,6 +106,7 @@ impl Scripts {
             complete: Script::new(COMPLETE),
             release: Script::new(RELEASE),
             renew: Script::new(RENEW),
+            lapse: Script::new(LAPSE),
             save_step: Script::new(SAVE_STEP),
             take_over: Script::new(TAKE_OVER),
         }
@@ -150,10 +168,13 @@ mod tests {
     #[test]
     fn the_scripts_judge_a_lapse_by_the_kept_time() {
         let within = format!("<= {KEPT_AFTER_LEASE_MS} ");
-        for script in [COMPLETE, RELEASE, RENEW, SAVE_STEP] {
+        for script in [COMPLETE, RELEASE, RENEW, LAPSE, SAVE_STEP] {
             assert!(script.contains(&within), "{script}");
         }
         assert!(TAKE_OVER.contains(&format!("left > {KEPT_AFTER_LEASE_MS})")));
+        let lease = crate::redis::value::LEASE_AT;
+        assert!(LAPSE.contains(&format!("string.sub(v, 1, {lease})")));
+        assert!(LAPSE.contains(&format!("string.sub(v, {})", lease + 8 + 1)));
         let released = char::from(crate::redis::value::RELEASED);
         assert!(RELEASE.contains(&format!("'{released}'")));
     }

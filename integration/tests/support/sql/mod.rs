@@ -181,6 +181,7 @@ macro_rules! tx_cases {
             tx::a_transaction_dropped_before_commit_leaves_nothing_and_the_retry_runs_at_once,
             tx::a_committed_call_makes_one_order_and_duplicates_replay,
             tx::a_concurrent_duplicate_waits_for_the_commit_then_replays,
+            tx::a_claim_won_after_a_rolled_back_holder_holds_a_whole_lease,
             tx::a_tombstone_is_kept_in_the_transactional_mode,
             tx::a_step_on_a_transaction_handle_is_refused_before_it_runs,
             tx::forget_on_a_transaction_commits_or_rolls_back_with_it,

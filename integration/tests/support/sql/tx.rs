@@ -255,6 +255,57 @@ pub(crate) async fn a_concurrent_duplicate_waits_for_the_commit_then_replays<S: 
     assert_eq!(f.orders().await, 1);
 }
 
+/// A holder claims in its transaction and keeps it open most of a lease,
+/// then rolls back; a duplicate on the plain store waited on its row lock
+/// and wins the key only then. Its lease was stamped when its statement
+/// began, before the wait, so it is renewed before its body runs: a third
+/// caller during that body is in progress, never a takeover that runs the
+/// body again (issue 44, item 1).
+pub(crate) async fn a_claim_won_after_a_rolled_back_holder_holds_a_whole_lease<S: TxServer>() {
+    let f = fixture::<S>("tx_late_win").await;
+    let lease = Duration::from_millis(1200);
+    let (runs, plain_runs) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let (claimed_tx, claimed_rx) = tokio::sync::oneshot::channel();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let holder = async {
+        let mut tx = f.pool.begin().await.unwrap();
+        let call = f.idem.call("orders", "o-9").fingerprint(&"sku-9");
+        let out = S::place_in::<AppError>(&f, &mut tx, call, "o-9", "sku-9", &runs, None).await;
+        out.unwrap();
+        claimed_tx.send(()).unwrap();
+        tokio::time::sleep(lease * 5 / 6).await;
+        tx.rollback().await.unwrap();
+    };
+    let plain = |started: Option<tokio::sync::oneshot::Sender<()>>| {
+        let plain_runs = &plain_runs;
+        f.idem
+            .call("orders", "o-9")
+            .fingerprint(&"sku-9")
+            .lease(lease)
+            .run(move || async move {
+                plain_runs.fetch_add(1, Ordering::SeqCst);
+                if let Some(started) = started {
+                    started.send(()).unwrap();
+                }
+                tokio::time::sleep(lease).await;
+                Ok::<_, Error>(())
+            })
+    };
+    let waiter = async {
+        claimed_rx.await.unwrap();
+        plain(Some(started_tx)).await
+    };
+    let third = async {
+        started_rx.await.unwrap();
+        tokio::time::sleep(lease / 2).await;
+        plain(None).await
+    };
+    let ((), waited, third) = tokio::join!(holder, waiter, third);
+    waited.unwrap();
+    assert!(matches!(third, Err(Error::InProgress { .. })), "{third:?}");
+    assert_eq!(plain_runs.load(Ordering::SeqCst), 1, "two bodies ran");
+}
+
 /// In the transactional mode, a call that asks for a tombstone leaves one
 /// with its committed record: after the TTL the same order is
 /// `Error::Expired` (its transaction adds nothing), another one is refused.
