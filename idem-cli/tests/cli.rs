@@ -248,6 +248,49 @@ fn temp_db(name: &str) -> std::path::PathBuf {
     dir.join("idem.db")
 }
 
+/// `idem list | head -1`: the reader takes one line and closes the pipe
+/// while `idem` still writes (the listing is larger than a pipe holds).
+/// `idem` ends quietly with 0, as other Unix tools do; `print!` panicked
+/// ("failed printing to stdout: Broken pipe", exit 101).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_stops_early_ends_the_listing_quietly() {
+    use std::io::BufRead as _;
+    use std::process::Stdio;
+
+    let path = temp_db("pipe");
+    let idem = Idempotency::new(SqliteStore::open(&path).await.unwrap());
+    // About 100 bytes a row: 2000 rows are three times a 64 KiB pipe.
+    for n in 0..2000 {
+        let out: Result<u32, Error> = idem
+            .call("pipe", &format!("o-{n}"))
+            .run(|| async move { Ok(n) })
+            .await;
+        out.unwrap();
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args([
+            "--sqlite",
+            path.to_str().unwrap(),
+            "list",
+            "--limit",
+            "5000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run idem");
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is dropped: the pipe's only read end is closed.
+    assert!(first.starts_with("KEY"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite() {
     let path = temp_db("sqlite");
