@@ -12,7 +12,8 @@ Exit codes:
   0  done
   1  no such record (inspect; forget or inspect by a --record prefix that matches none)
   2  bad arguments (no store, two stores, a malformed or ambiguous --record)
-  3  the store cannot be reached, failed, or holds no idem records (nothing is changed)";
+  3  the store cannot be reached, failed, or holds no idem records (nothing is changed)
+  4  the output could not be written (a reader that stops early, as `| head`, is no error: 0)";
 
 /// Operate idem's idempotency records: find stuck claims, inspect a key,
 /// let a key run again, purge expired records, count them.

@@ -2,7 +2,9 @@
 //! or MySQL/MariaDB. See `idem --help` and README.md ("Operating records").
 //!
 //! Exit codes: 0 done; 1 no such record; 2 bad arguments; 3 the store
-//! cannot be reached, failed, or holds no idem records.
+//! cannot be reached, failed, or holds no idem records; 4 the output could
+//! not be written. A reader that stops early (`idem list | head -1`) is no
+//! failure: the command ends quietly with 0, as other Unix tools do.
 
 #![forbid(unsafe_code)]
 
@@ -13,6 +15,7 @@ mod secret;
 mod stores;
 mod which;
 
+use std::io::{self, Write as _};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -32,6 +35,7 @@ impl Failure {
     const NOT_FOUND: u8 = 1;
     const USAGE: u8 = 2;
     const STORE: u8 = 3;
+    const OUTPUT: u8 = 4;
 
     /// A store that failed to open or answer: exit code 3. `message`
     /// names the store, never its password.
@@ -63,15 +67,32 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    match runtime.block_on(run(&cli)) {
-        Ok(out) => {
-            print!("{out}");
-            ExitCode::SUCCESS
-        }
-        Err(failure) => {
-            eprintln!("idem: {}", failure.message);
-            ExitCode::from(failure.code)
-        }
+    let failure = match runtime.block_on(run(&cli)) {
+        Ok(out) => match print(&out) {
+            Ok(()) => return ExitCode::SUCCESS,
+            Err(err) => Failure {
+                code: Failure::OUTPUT,
+                message: format!("cannot write the output: {err}"),
+            },
+        },
+        Err(failure) => failure,
+    };
+    // Nothing is left to tell if stderr is gone too.
+    let _ = writeln!(io::stderr().lock(), "idem: {}", failure.message);
+    ExitCode::from(failure.code)
+}
+
+/// Writes a command's output. A reader that closed its end (`idem list |
+/// head -1`) took what it wanted: that ends the output, and is no error.
+/// (Rust ignores SIGPIPE, so the write says so; `print!` would panic.)
+fn print(out: &str) -> io::Result<()> {
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        written => written,
     }
 }
 

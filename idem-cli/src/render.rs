@@ -139,25 +139,31 @@ pub(crate) fn list_text(records: &[RecordInfo]) -> String {
     out + &format!("{} record(s)\n", records.len())
 }
 
+fn total(stats: &Stats) -> u64 {
+    stats.in_progress + stats.completed + stats.expired + stats.lapsed + stats.tombstones
+}
+
 pub(crate) fn stats_json(stats: &Stats) -> Value {
     json!({
         "in_progress": stats.in_progress,
         "completed": stats.completed,
         "expired": stats.expired,
+        "lapsed": stats.lapsed,
         "tombstones": stats.tombstones,
-        "total": stats.in_progress + stats.completed + stats.expired + stats.tombstones,
+        "total": total(stats),
         "bytes": stats.bytes,
     })
 }
 
 pub(crate) fn stats_text(stats: &Stats) -> String {
     format!(
-        "in progress  {}\ncompleted    {}\nexpired      {}\ntombstones   {}\ntotal        {}\nbytes        {}\n",
+        "in progress  {}\ncompleted    {}\nexpired      {}\nlapsed       {}\ntombstones   {}\ntotal        {}\nbytes        {}\n",
         stats.in_progress,
         stats.completed,
         stats.expired,
+        stats.lapsed,
         stats.tombstones,
-        stats.in_progress + stats.completed + stats.expired + stats.tombstones,
+        total(stats),
         stats.bytes
     )
 }

@@ -108,6 +108,55 @@ fn assert_lists_only_the_stuck_claim(target: &[&str], stuck: &RecordKey) {
     assert!(listed[0]["age_ms"].as_u64().unwrap() >= 7_200_000);
 }
 
+/// A claim whose lease ran out without a result is `lapsed` on every
+/// store: listed and inspected so, with no time left, counted apart, and
+/// neither listed nor counted as in progress. (Redis, which keeps such a
+/// claim a day, showed it in progress, "EXPIRES IN 0s"; the SQL stores
+/// called it `expired`, the word for a result past its TTL.) Assumes no
+/// other claim of the store has lapsed.
+async fn a_lapsed_claim_shows_as_lapsed(target: &[&str], store: &dyn Store) {
+    let record = RecordKey::new("lapse", "o-1");
+    let claim = Claim::new(
+        Token::random(),
+        Fingerprint::NONE,
+        Duration::from_millis(300),
+        "shop::lapse",
+    );
+    let won = store.claim(&record, &claim).await.unwrap();
+    assert!(matches!(won, ClaimOutcome::Won { .. }));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let hex = record.to_hex();
+
+    let listed = idem_json(target, &["list"]);
+    let row = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == hex.as_str())
+        .unwrap_or_else(|| panic!("{hex} not in {listed}"));
+    assert_eq!(row["state"], "lapsed", "{row}");
+    assert_eq!(row["expires_in_ms"], Value::Null, "{row}");
+    let (code, table, _) = run(&[target, &["list"]].concat());
+    assert_eq!(code, 0);
+    let line = table.lines().find(|l| l.starts_with(&hex)).unwrap();
+    assert!(line.contains("lapsed"), "{line}");
+    let inspected = idem_json(target, &["inspect", "--record", &hex]);
+    assert_eq!(inspected["state"], "lapsed", "{inspected}");
+
+    let in_progress = keys_of(&idem_json(target, &["list", "--in-progress"]));
+    assert!(!in_progress.contains(&hex), "{in_progress:?}");
+    let stats = idem_json(target, &["stats"]);
+    assert_eq!(stats["lapsed"], 1, "{stats}");
+    assert_eq!(
+        stats["in_progress"].as_u64(),
+        Some(in_progress.len() as u64),
+        "{stats}"
+    );
+    let (code, text, _) = run(&[target, &["stats"]].concat());
+    assert_eq!(code, 0);
+    assert!(text.contains("lapsed       1"), "{text}");
+}
+
 fn keys_of(list: &Value) -> Vec<String> {
     let list = list.as_array().expect("an array");
     list.iter()
@@ -248,6 +297,49 @@ fn temp_db(name: &str) -> std::path::PathBuf {
     dir.join("idem.db")
 }
 
+/// `idem list | head -1`: the reader takes one line and closes the pipe
+/// while `idem` still writes (the listing is larger than a pipe holds).
+/// `idem` ends quietly with 0, as other Unix tools do; `print!` panicked
+/// ("failed printing to stdout: Broken pipe", exit 101).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_stops_early_ends_the_listing_quietly() {
+    use std::io::BufRead as _;
+    use std::process::Stdio;
+
+    let path = temp_db("pipe");
+    let idem = Idempotency::new(SqliteStore::open(&path).await.unwrap());
+    // About 100 bytes a row: 2000 rows are three times a 64 KiB pipe.
+    for n in 0..2000 {
+        let out: Result<u32, Error> = idem
+            .call("pipe", &format!("o-{n}"))
+            .run(|| async move { Ok(n) })
+            .await;
+        out.unwrap();
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idem"))
+        .args([
+            "--sqlite",
+            path.to_str().unwrap(),
+            "list",
+            "--limit",
+            "5000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run idem");
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is dropped: the pipe's only read end is closed.
+    assert!(first.starts_with("KEY"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite() {
     let path = temp_db("sqlite");
@@ -262,18 +354,19 @@ async fn sqlite() {
         .unwrap();
     let statements = [
         "UPDATE idem_records SET created_at = created_at - 7200000 WHERE key = ?1",
-        "UPDATE idem_records SET expires_at = expires_at - 86400000 WHERE key = ?1",
+        "UPDATE idem_records SET expires_at = expires_at - 172800000 WHERE key = ?1",
     ];
     stuck_then_expired(&target, &store, statements, async |sql, key| {
         sqlx::query(sql).bind(key).execute(&db).await.unwrap();
     })
     .await;
+    a_lapsed_claim_shows_as_lapsed(&target, &store).await;
 }
 
 /// What follows the records in every SQL store: a claim made two hours
 /// ago (`statements[0]`, run by `run` with its key, moves its creation
-/// back) is listed as stuck and one just made is not; then it expires
-/// (`statements[1]`), is counted so, and is purged.
+/// back) is listed as stuck and one just made is not; then its lease
+/// lapses (`statements[1]`), it is counted so, and is purged.
 async fn stuck_then_expired(
     target: &[&str],
     store: &dyn Store,
@@ -287,8 +380,9 @@ async fn stuck_then_expired(
     assert!(
         !keys_of(&idem_json(target, &["list", "--older-than", "1h"])).contains(&fresh.to_hex())
     );
-    // Expired records: counted, then purged.
-    expire_and_purge(target, || run(statements[1], &old.as_bytes()[..])).await;
+    // A claim that lapsed two days ago: counted, then purged (a purge
+    // keeps a lapsed claim `LAPSED_CLAIM_KEPT`, a day).
+    lapse_and_purge(target, || run(statements[1], &old.as_bytes()[..])).await;
 }
 
 /// A record past its TTL whose tombstone stands lists as `tombstone`,
@@ -337,37 +431,46 @@ async fn sqlite_tombstones() {
     assert_eq!(pay().await.unwrap(), "charged");
 }
 
-/// Counts before and after one record expires, then purges it.
-async fn expire_and_purge<F, Fut>(target: &[&str], expire: F)
+/// Counts before and after one claim's lease lapses, then purges it.
+async fn lapse_and_purge<F, Fut>(target: &[&str], lapse: F)
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = ()>,
 {
     let before = idem_json(target, &["stats"]);
-    assert_eq!(before["expired"], 0, "{before}");
+    assert_eq!(
+        (before["expired"].as_u64(), before["lapsed"].as_u64()),
+        (Some(0), Some(0)),
+        "{before}"
+    );
     assert_eq!(before["in_progress"], 2, "{before}");
     assert_eq!(before["completed"], 3, "{before}");
     assert_eq!(before["total"], 5, "{before}");
     assert!(before["bytes"].as_u64().unwrap() > 0);
-    expire().await;
+    lapse().await;
     let after = idem_json(target, &["stats"]);
     assert_eq!(
-        (after["expired"].as_u64(), after["in_progress"].as_u64()),
-        (Some(1), Some(1)),
+        (
+            after["lapsed"].as_u64(),
+            after["expired"].as_u64(),
+            after["in_progress"].as_u64()
+        ),
+        (Some(1), Some(0), Some(1)),
         "{after}"
     );
-    let expired = idem_json(target, &["list"]);
+    let lapsed = idem_json(target, &["list"]);
     assert!(
-        expired
+        lapsed
             .as_array()
             .unwrap()
             .iter()
-            .any(|r| r["state"] == "expired")
+            .any(|r| r["state"] == "lapsed"),
+        "{lapsed}"
     );
     assert_eq!(idem_json(target, &["purge"])["purged"], 1);
     let purged = idem_json(target, &["stats"]);
     assert_eq!(
-        (purged["expired"].as_u64(), purged["total"].as_u64()),
+        (purged["lapsed"].as_u64(), purged["total"].as_u64()),
         (Some(0), Some(4))
     );
     let (code, out, _) = run(&[target, &["stats"]].concat());
@@ -388,6 +491,7 @@ async fn a_sql_store(
     lists_inspects_counts_and_forgets(target, &idem, "shop").await;
     let statements = statements.each_ref().map(String::as_str);
     stuck_then_expired(target, &store, statements, run).await;
+    a_lapsed_claim_shows_as_lapsed(target, &store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -405,7 +509,7 @@ async fn postgres() {
     let table = format!("\"{schema}\".idem_records");
     let statements = [
         format!("UPDATE {table} SET created_at = created_at - interval '2 hours' WHERE key = $1"),
-        format!("UPDATE {table} SET expires_at = expires_at - interval '1 day' WHERE key = $1"),
+        format!("UPDATE {table} SET expires_at = expires_at - interval '2 days' WHERE key = $1"),
     ];
     let date_back = async |sql: &str, key: &[u8]| {
         sqlx::query(sql).bind(key).execute(&db).await.unwrap();
@@ -439,7 +543,7 @@ async fn mysql() {
     let db = sqlx::MySqlPool::connect(&url).await.unwrap();
     let statements = [
         format!("UPDATE `{table}` SET created_at = created_at - INTERVAL 2 HOUR WHERE `key` = ?"),
-        format!("UPDATE `{table}` SET expires_at = expires_at - INTERVAL 1 DAY WHERE `key` = ?"),
+        format!("UPDATE `{table}` SET expires_at = expires_at - INTERVAL 2 DAY WHERE `key` = ?"),
     ];
     let date_back = async |sql: &str, key: &[u8]| {
         sqlx::query(sql).bind(key).execute(&db).await.unwrap();
@@ -503,4 +607,5 @@ async fn redis() {
     );
     // Redis expires records itself: nothing to purge.
     assert_eq!(idem_json(&target, &["purge"])["purged"], 0);
+    a_lapsed_claim_shows_as_lapsed(&target, &store).await;
 }

@@ -26,8 +26,15 @@ pub enum RecordState {
     InProgress,
     /// A stored result, replayed to duplicates.
     Completed,
-    /// Past its lease or TTL: ignored by every call, kept until purged.
+    /// A completed record past its TTL (and tombstone, if any): ignored by
+    /// every call, kept until purged.
     Expired,
+    /// A claim whose lease ran out without a result: its holder died or
+    /// stopped renewing. Not in progress: the next call takes it over
+    /// (and asks [`reconcile`](crate::Call::reconcile), if set). Every
+    /// store calls this state so, whether it keeps the claim until purged
+    /// (the SQL stores) or for a while after its lease (Redis, a day).
+    Lapsed,
     /// A completed record past its TTL whose tombstone stands
     /// ([`Call::tombstone`](crate::Call::tombstone)): late duplicates get
     /// `Error::Expired` until it ends (`expires_in`); purging drops its
@@ -42,11 +49,13 @@ impl RecordState {
     /// ```
     /// use idem::admin::RecordState;
     /// assert_eq!(RecordState::of(true, true), RecordState::InProgress);
-    /// assert_eq!(RecordState::of(false, true), RecordState::Expired);
+    /// assert_eq!(RecordState::of(false, true), RecordState::Lapsed);
+    /// assert_eq!(RecordState::of(false, false), RecordState::Expired);
     /// ```
     pub const fn of(live: bool, in_progress: bool) -> Self {
         match (live, in_progress) {
-            (false, _) => RecordState::Expired,
+            (false, true) => RecordState::Lapsed,
+            (false, false) => RecordState::Expired,
             (true, true) => RecordState::InProgress,
             (true, false) => RecordState::Completed,
         }
@@ -64,17 +73,18 @@ impl RecordState {
     /// ```
     pub const fn of_row(live: bool, in_progress: bool, tombstone_live: bool) -> Self {
         match Self::of(live, in_progress) {
-            RecordState::Expired if !in_progress && tombstone_live => RecordState::Tombstone,
+            RecordState::Expired if tombstone_live => RecordState::Tombstone,
             state => state,
         }
     }
 
-    /// `in_progress`, `completed`, `expired` or `tombstone`.
+    /// `in_progress`, `completed`, `expired`, `lapsed` or `tombstone`.
     pub const fn as_str(self) -> &'static str {
         match self {
             RecordState::InProgress => "in_progress",
             RecordState::Completed => "completed",
             RecordState::Expired => "expired",
+            RecordState::Lapsed => "lapsed",
             RecordState::Tombstone => "tombstone",
         }
     }
@@ -103,13 +113,13 @@ pub struct RecordInfo {
     /// `None` where the store does not keep it (Redis keeps it only while
     /// the claim is in progress).
     pub site: Option<String>,
-    /// In progress, completed, expired or a tombstone.
+    /// In progress, completed, expired, lapsed or a tombstone.
     pub state: RecordState,
     /// Since the claim was won, by the store's clock (Redis: a completed
     /// record's, since it completed).
     pub age: Duration,
     /// Until the lease (in progress), TTL (completed) or tombstone runs
-    /// out; `None` once expired.
+    /// out; `None` once expired or lapsed.
     pub expires_in: Option<Duration>,
     /// The payload fingerprint the record was claimed with.
     pub fingerprint: Fingerprint,
@@ -187,6 +197,9 @@ pub struct Stats {
     pub completed: u64,
     /// Expired records not yet purged (tombstones not counted).
     pub expired: u64,
+    /// Claims whose lease ran out without a result
+    /// ([`RecordState::Lapsed`]), not counted as in progress.
+    pub lapsed: u64,
     /// Completed records past their TTL whose tombstone stands.
     pub tombstones: u64,
     /// Bytes of stored records (completed and expired).
@@ -199,7 +212,7 @@ pub struct Stats {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Purged {
-    /// Expired records and claims deleted.
+    /// Expired records and lapsed claims deleted.
     pub records: u64,
     /// Saved steps of expired calls deleted.
     pub steps: u64,

@@ -40,7 +40,7 @@ async fn payments(options: Options) -> (std::net::SocketAddr, Payments, Recorder
 
 /// Small routes behind idem's layer, recorded: `/created` answers 201 with
 /// the body it got, `/unavailable` 503, `/busy` 503 with `Retry-After: 1`,
-/// `/flaky` 503 on its first run and 201 after, `/slow` after 30 s.
+/// `/forever` 503 with `Retry-After: 18446744073709551615` (u64::MAX), `/flaky` 503 on its first run and 201 after, `/slow` after 30 s.
 async fn routes() -> (String, Recorder) {
     let flaky_runs = Arc::new(AtomicU32::new(0));
     let router = Router::new()
@@ -55,6 +55,15 @@ async fn routes() -> (String, Recorder) {
         .route(
             "/busy",
             post(|| async { (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "1")]) }),
+        )
+        .route(
+            "/forever",
+            post(|| async {
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [("retry-after", "18446744073709551615")],
+                )
+            }),
         )
         .route(
             "/flaky",
@@ -367,6 +376,59 @@ async fn no_retry_starts_when_its_wait_would_end_past_the_deadline() {
 
     assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answer.headers()["retry-after"], "1");
+    assert_eq!(recorder.arrivals().len(), 2, "{:?}", recorder.arrivals());
+}
+
+/// A `Retry-After` of u64::MAX seconds, honoured in full: no clock can
+/// add it, so its wait ends past the deadline and the 503 is the answer,
+/// at once, without a panic (it overflowed `Instant + Duration`).
+#[tokio::test]
+async fn a_retry_after_no_clock_can_hold_is_answered_within_the_deadline() {
+    let (base, recorder) = routes().await;
+    let client = client(
+        quick()
+            .max_retry_after(Duration::MAX)
+            .deadline(Duration::from_secs(2)),
+    );
+    let started = std::time::Instant::now();
+    let answer = tokio::spawn(async move {
+        client
+            .post(format!("{base}/forever"))
+            .body("tea")
+            .send()
+            .await
+    })
+    .await
+    .expect("the client did not panic")
+    .expect("an answer");
+
+    assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answer.headers()["retry-after"], "18446744073709551615");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(recorder.arrivals().len(), 1, "{:?}", recorder.arrivals());
+}
+
+/// A deadline too far off for the clock is no deadline, not a panic.
+#[tokio::test]
+async fn a_deadline_no_clock_can_hold_bounds_nothing() {
+    let (base, recorder) = routes().await;
+    let client = client(quick().deadline(Duration::MAX));
+    let answer = tokio::spawn(async move {
+        client
+            .post(format!("{base}/flaky"))
+            .body("tea")
+            .send()
+            .await
+    })
+    .await
+    .expect("the client did not panic")
+    .expect("an answer");
+
+    assert_eq!(answer.status(), StatusCode::CREATED);
     assert_eq!(recorder.arrivals().len(), 2, "{:?}", recorder.arrivals());
 }
 

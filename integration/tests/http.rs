@@ -213,6 +213,42 @@ async fn fifty_concurrent_posts_run_once_and_the_rest_get_409() {
     assert_eq!(later.json()["id"].as_str().unwrap(), ids.first().unwrap());
 }
 
+/// SPEC §7: a 409's `Retry-After` estimates when the first request ends.
+/// Before any run of the route has ended there is no run time to go by:
+/// the duplicate is told the layer's first estimate (1 s), not the
+/// holder's whole lease (30 s by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routes_first_request_gets_its_duplicate_a_short_retry_after() {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let finish = Arc::new(tokio::sync::Notify::new());
+    let handler = {
+        let (started, finish) = (Arc::clone(&started), Arc::clone(&finish));
+        move || {
+            let (started, finish) = (Arc::clone(&started), Arc::clone(&finish));
+            async move {
+                started.notify_one();
+                finish.notified().await;
+                StatusCode::CREATED
+            }
+        }
+    };
+    let router = Router::new()
+        .route("/slow", post(handler))
+        .layer(IdempotencyLayer::new(Idempotency::new(MemoryStore::new())));
+    let server = Arc::new(serve(router).await);
+    let first = tokio::spawn({
+        let server = Arc::clone(&server);
+        async move { server.post("/slow", r#""first-1""#, "tea").await }
+    });
+    started.notified().await;
+
+    let duplicate = server.post("/slow", r#""first-1""#, "tea").await;
+    duplicate.assert_problem(409, "in-progress");
+    assert_eq!(duplicate.retry_after(), 1, "{:?}", duplicate.headers);
+    finish.notify_one();
+    assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_posts_with_wait_all_get_the_same_201() {
     let (server, payments) = payments(Options {

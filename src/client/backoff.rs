@@ -29,13 +29,15 @@ impl Backoff {
     /// first backoff of jitter: every client told "1 s" does not come back
     /// in the same millisecond.
     pub(crate) fn after(&self, asked: Duration, cap: Duration) -> Duration {
-        asked.min(cap) + jitter(self.first)
+        asked.min(cap).saturating_add(jitter(self.first))
     }
 }
 
-/// A random duration in `[0, up_to]`.
+/// A random duration in `[0, up_to]`. Through `f64` a duration near
+/// `Duration::MAX` can round past it, where `mul_f64` would panic.
 fn jitter(up_to: Duration) -> Duration {
-    up_to.mul_f64(rand::random::<f64>())
+    Duration::try_from_secs_f64(up_to.as_secs_f64() * rand::random::<f64>())
+        .map_or(up_to, |jitter| jitter.min(up_to))
 }
 
 #[cfg(test)]
@@ -57,6 +59,27 @@ mod tests {
             assert!((Duration::from_millis(500)..=Duration::from_secs(1)).contains(&late));
             let told = backoff.after(Duration::from_secs(60), Duration::from_secs(5));
             assert!((Duration::from_secs(5)..=Duration::from_millis(5100)).contains(&told));
+        }
+    }
+
+    /// A `Retry-After` of u64::MAX seconds under no cap, or settings at
+    /// `Duration::MAX`, saturate instead of panicking.
+    #[test]
+    fn the_longest_waits_saturate() {
+        let backoff = Backoff {
+            first: Duration::from_millis(100),
+            max: Duration::MAX,
+        };
+        let asked = Duration::from_secs(u64::MAX);
+        assert!(backoff.after(asked, Duration::MAX) >= asked);
+        assert_eq!(backoff.after(Duration::MAX, Duration::MAX), Duration::MAX);
+        let huge = Backoff {
+            first: Duration::MAX,
+            max: Duration::MAX,
+        };
+        for _ in 0..200 {
+            assert!(huge.delay(70) >= Duration::MAX / 2);
+            assert!(huge.after(Duration::ZERO, Duration::MAX) <= Duration::MAX);
         }
     }
 }

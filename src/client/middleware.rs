@@ -117,8 +117,10 @@ impl IdempotencyMiddleware {
 
     /// How long one logical request may take, all attempts and waits
     /// included, counted from its first attempt. No retry starts when its
-    /// wait would end past it, and an attempt still running at it is cut
-    /// short ([`DeadlineExceeded`]). Without one, only
+    /// wait would end past it (however long the `Retry-After`: the last
+    /// answer is returned at once), and an attempt still running at it is
+    /// cut short ([`DeadlineExceeded`]). Without one, or with one too far
+    /// off for the clock to hold (`Duration::MAX`), only
     /// [`max_retries`](Self::max_retries) and the client's own timeouts
     /// bound the loop.
     pub fn deadline(mut self, deadline: Duration) -> Self {
@@ -165,7 +167,10 @@ impl IdempotencyMiddleware {
             Some(asked) => self.backoff.after(asked, self.max_retry_after),
             None => self.backoff.delay(attempt - 1),
         };
-        if ends.is_some_and(|ends| Instant::now() + wait >= ends) {
+        // A wait the clock cannot add (a `Retry-After` of u64::MAX seconds
+        // under `max_retry_after(Duration::MAX)`) ends past any deadline.
+        let past_deadline = |ends| Instant::now().checked_add(wait).is_none_or(|at| at >= ends);
+        if ends.is_some_and(past_deadline) {
             return Then::GiveUp(retry, "the deadline ends before the next attempt");
         }
         Then::Retry(retry, wait)
@@ -210,7 +215,9 @@ impl Middleware for IdempotencyMiddleware {
             .or_insert_with(|| header_value(&new_key()));
         let key_hash = key_hash(key);
         let stream = request.try_clone().is_none();
-        let ends = self.deadline.map(|deadline| Instant::now() + deadline);
+        let ends = self
+            .deadline
+            .and_then(|deadline| Instant::now().checked_add(deadline));
         let mut attempt = 0;
         loop {
             attempt += 1;

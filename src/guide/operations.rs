@@ -80,8 +80,16 @@
 //! | `inspect --scope S --key K` (or `--record HEX`) | state, age, expiry, fingerprint, size, and the stored value: a response the HTTP layer stored as status, headers and body; any other value as stored (below) |
 //! | `list [--in-progress] [--older-than D] [--limit N]` | records, oldest first: hashed key, state, age, expiry, size, call site (the function's path, or `METHOD /route` for the HTTP layer) |
 //! | `forget --scope S --key K` (or `--record HEX`) | removes the record and its saved steps (on SQLite in one transaction) so the next call runs again |
-//! | `purge` | deletes expired records and the steps of expired calls, counted apart; a claim whose lease lapsed stays a day (`idem::store::LAPSED_CLAIM_KEPT`), the evidence a takeover needs (`{"purged": records, "steps": steps}`; Redis expires its own: 0) |
-//! | `stats` | counts by state (in progress, completed, expired) and stored bytes |
+//! | `purge` | deletes expired records and the steps of expired calls, counted apart (`{"purged": records, "steps": steps}`; Redis expires its own: 0); a lapsed claim stays a day (`idem::store::LAPSED_CLAIM_KEPT`), the evidence a takeover needs |
+//! | `stats` | counts by state (in progress, completed, expired, lapsed, tombstones) and stored bytes |
+//!
+//! The states, the same on every store: `in_progress` (a claim whose lease
+//! is live: its body runs, or its holder died less than a lease ago),
+//! `completed` (a result, replayed), `expired` (a result past its TTL),
+//! `tombstone` (past its TTL, refusing late duplicates) and `lapsed` (a
+//! claim whose lease ran out without a result: its holder died or stopped
+//! renewing; the next call takes it over). `--in-progress` lists live
+//! claims only; a lapsed claim has no expiry left.
 //!
 //! The store flags (`--redis URL`, `--postgres URL`, `--mysql URL`,
 //! `--sqlite FILE`, with `--schema`/`--table` for PostgreSQL, `--table` for
@@ -115,8 +123,9 @@
 //! `PostgresStore::migrate`, `MySqlStore::migrate`, `SqliteStore::open`)
 //! first. Exit codes (also in `idem --help`): 0 done, 1
 //! no such record, 2 bad arguments, 3 the store cannot be reached, failed, or
-//! holds no idem records. Output is a table, or one JSON document with
-//! `--json`.
+//! holds no idem records, 4 the output could not be written. A reader that
+//! stops early (`idem list | head -1`) is no failure: 0. Output is a table,
+//! or one JSON document with `--json`.
 //!
 //! What each store keeps for listing: the raw key is never stored, so records
 //! carry the call site's static name (`Claim::site`) and, in SQL, the claim's

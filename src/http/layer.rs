@@ -69,8 +69,9 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 /// The inner service runs on a task of its own: a client that disconnects
 /// or times out does not cancel it (nor the reading of its body), and its
 /// answer is stored for the client's retry. A retry meanwhile gets 409
-/// with a `Retry-After` of the route's recent run time (at most the
-/// remaining lease). A panic in the inner service releases the claim and
+/// with a `Retry-After` of the route's recent run time here, or one
+/// second before any run of the route has ended here, at most the
+/// remaining lease. A panic in the inner service releases the claim and
 /// answers 500. On shutdown, [`Idempotency::drain`] waits for such
 /// requests.
 ///

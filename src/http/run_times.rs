@@ -13,6 +13,17 @@ const MAX_ROUTES: usize = 1024;
 /// Weight of the newest run in the moving average.
 const NEWEST_WEIGHT: f64 = 0.25;
 
+/// The estimate for a route none of whose runs has ended here yet (the
+/// first request after a start, or a route this process never ran).
+/// Neither its usual run time nor how long the holder has run is known:
+/// the store's answer carries only the holder's lease left, which is
+/// renewed while it runs, so it says how long the holder *may* take (30 s
+/// by default), not how long it will. A second is a short handler's
+/// order of magnitude; a duplicate told it too early is told again, with
+/// the route's run time once one has ended, at the cost of one small
+/// request, where one told the lease waits it out whatever the run took.
+pub(crate) const FIRST_ESTIMATE: Duration = Duration::from_secs(1);
+
 /// A moving average of run times per route.
 #[derive(Debug, Default)]
 pub(crate) struct RunTimes(Mutex<HashMap<String, Duration>>);
@@ -33,15 +44,15 @@ impl RunTimes {
 
     /// When a request of `route` that is running now will likely be done:
     /// its usual run time (the running one started at most that long
-    /// ago), never beyond `lease_left`, the latest the holder can hold it.
+    /// ago), or [`FIRST_ESTIMATE`] before any has ended, never beyond
+    /// `lease_left`, the latest the holder can hold it.
     pub(crate) fn estimate(&self, route: &str, lease_left: Duration) -> Duration {
         let times = self
             .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        times
-            .get(route)
-            .map_or(lease_left, |average| (*average).min(lease_left))
+        let usual = times.get(route).copied().unwrap_or(FIRST_ESTIMATE);
+        usual.min(lease_left)
     }
 }
 
@@ -55,8 +66,13 @@ mod tests {
         let lease = Duration::from_secs(30);
         assert_eq!(
             times.estimate("POST /a", lease),
-            lease,
-            "no history: the lease"
+            FIRST_ESTIMATE,
+            "no history: the first estimate, not the lease"
+        );
+        assert_eq!(
+            times.estimate("POST /a", Duration::from_millis(300)),
+            Duration::from_millis(300),
+            "the first estimate within the lease left"
         );
         times.record("POST /a", Duration::from_millis(200));
         assert_eq!(times.estimate("POST /a", lease), Duration::from_millis(200));
@@ -66,6 +82,6 @@ mod tests {
             times.estimate("POST /a", Duration::from_millis(100)),
             Duration::from_millis(100)
         );
-        assert_eq!(times.estimate("POST /b", lease), lease);
+        assert_eq!(times.estimate("POST /b", lease), FIRST_ESTIMATE);
     }
 }

@@ -37,8 +37,14 @@ use crate::http::Problem;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ETag {
     weak: bool,
-    /// The opaque tag without its quotes: only `etagc` bytes.
+    /// The opaque tag without its quotes, as text: only `etagc` bytes,
+    /// but for obs-text (bytes from 0x80) a parsed tag may hold.
     tag: String,
+    /// The parsed tag's octets when they are not UTF-8, so `tag` could
+    /// only hold them lossily: two such tags differ by their octets. `None`
+    /// whenever `tag` holds the octets exactly, so the derived `Eq` and
+    /// `Hash` compare octets.
+    octets: Option<Box<[u8]>>,
 }
 
 impl ETag {
@@ -51,6 +57,7 @@ impl ETag {
         Self {
             weak: false,
             tag: encode(&tag.to_string()),
+            octets: None,
         }
     }
 
@@ -64,6 +71,7 @@ impl ETag {
         Self {
             weak: true,
             tag: encode(&tag.to_string()),
+            octets: None,
         }
     }
 
@@ -82,7 +90,10 @@ impl ETag {
         }
     }
 
-    /// The opaque tag, without quotes or `W/`.
+    /// The opaque tag, without quotes or `W/`. A tag parsed from a header
+    /// with octets from 0x80 (obs-text) that are not UTF-8 reads here with
+    /// U+FFFD in their place; comparisons ([`strong_eq`](Self::strong_eq),
+    /// `==`) and the header value keep the octets.
     ///
     /// ```
     /// assert_eq!(idem::http::ETag::weak("v1").tag(), "v1");
@@ -100,7 +111,8 @@ impl ETag {
         self.weak
     }
 
-    /// Strong comparison (RFC 9110 §8.8.3.2): both strong and the same tag.
+    /// Strong comparison (RFC 9110 §8.8.3.2): both strong and the same
+    /// tag, octet by octet.
     ///
     /// ```
     /// use idem::http::ETag;
@@ -108,12 +120,20 @@ impl ETag {
     /// assert!(!ETag::weak(1).strong_eq(&ETag::weak(1)));
     /// ```
     pub fn strong_eq(&self, other: &ETag) -> bool {
-        !self.weak && !other.weak && self.tag == other.tag
+        !self.weak && !other.weak && self.octets() == other.octets()
+    }
+
+    /// The opaque tag's octets, as they were parsed or encoded.
+    fn octets(&self) -> &[u8] {
+        self.octets.as_deref().unwrap_or(self.tag.as_bytes())
     }
 
     fn header_value(&self) -> HeaderValue {
-        // Only `etagc` bytes, quotes and `W/`: always a valid value.
-        HeaderValue::from_str(&self.to_string()).unwrap_or(HeaderValue::from_static("\"\""))
+        let weak: &[u8] = if self.weak { b"W/" } else { b"" };
+        let value = [weak, b"\"", self.octets(), b"\""].concat();
+        // Only `etagc` and obs-text bytes, quotes and `W/`: always a valid
+        // value.
+        HeaderValue::from_bytes(&value).unwrap_or(HeaderValue::from_static("\"\""))
     }
 }
 
@@ -378,10 +398,14 @@ fn parse_list(mut rest: &[u8]) -> Result<Vec<ETag>, &'static str> {
         {
             return Err("an entity tag holds a character it may not");
         }
-        tags.push(ETag {
-            weak,
-            tag: String::from_utf8_lossy(opaque).into_owned(),
-        });
+        let (tag, octets) = match std::str::from_utf8(opaque) {
+            Ok(text) => (text.to_owned(), None),
+            Err(_) => (
+                String::from_utf8_lossy(opaque).into_owned(),
+                Some(opaque.into()),
+            ),
+        };
+        tags.push(ETag { weak, tag, octets });
         rest = trim_ows(&quoted[end + 1..]);
         match rest.split_first() {
             None => return Ok(tags),
@@ -451,6 +475,27 @@ mod tests {
         assert!(list.matches(&ETag::strong(2)));
         assert!(!list.matches(&ETag::weak(2)));
         assert!(IfMatch::parse(b"*").unwrap().matches(&ETag::weak(9)));
+    }
+
+    /// RFC 9110 §8.8.3.2: octet by octet. Read as text, both tags were
+    /// `v1-\u{FFFD}` and a stale `If-Match` passed.
+    #[test]
+    fn obs_text_tags_compare_by_their_octets() {
+        let (fe, ff) = (&b"\"v1-\xfe\""[..], &b"\"v1-\xff\""[..]);
+        let current = ETag::parse(ff).unwrap();
+        assert!(!IfMatch::parse(fe).unwrap().matches(&current));
+        assert!(IfMatch::parse(ff).unwrap().matches(&current));
+        assert_ne!(ETag::parse(fe).unwrap(), current);
+        assert!(!ETag::parse(fe).unwrap().strong_eq(&current));
+        assert_eq!(HeaderValue::from(&current).as_bytes(), ff);
+        // UTF-8 octets are kept as text, and compare the same either way.
+        let e_acute = "\"v1-\u{e9}\"".as_bytes();
+        assert_eq!(ETag::parse(e_acute).unwrap().tag(), "v1-\u{e9}");
+        assert!(
+            IfMatch::parse(e_acute)
+                .unwrap()
+                .matches(&ETag::parse(e_acute).unwrap())
+        );
     }
 
     #[test]

@@ -133,9 +133,10 @@ impl Admin for MySqlStore {
         let text = format!(
             "SELECT CAST(COALESCE(SUM(record IS NULL AND expires_at > {NOW}), 0) AS SIGNED), \
              CAST(COALESCE(SUM(record IS NOT NULL AND expires_at > {NOW}), 0) AS SIGNED), \
-             CAST(COALESCE(SUM(expires_at <= {NOW} AND COALESCE(tombstone_until <= {NOW}, TRUE)), 0) AS SIGNED), \
+             CAST(COALESCE(SUM(record IS NOT NULL AND expires_at <= {NOW} AND COALESCE(tombstone_until <= {NOW}, TRUE)), 0) AS SIGNED), \
              CAST(COALESCE(SUM(LENGTH(record)), 0) AS SIGNED), \
-             CAST(COALESCE(SUM(expires_at <= {NOW} AND tombstone_until > {NOW}), 0) AS SIGNED) FROM {t}",
+             CAST(COALESCE(SUM(expires_at <= {NOW} AND tombstone_until > {NOW}), 0) AS SIGNED), \
+             CAST(COALESCE(SUM(record IS NULL AND expires_at <= {NOW}), 0) AS SIGNED) FROM {t}",
             t = self.inner.sql.table
         );
         let rows = self

@@ -117,11 +117,12 @@ impl Admin for PostgresStore {
         let text = format!(
             "SELECT count(*) FILTER (WHERE record IS NULL AND expires_at > statement_timestamp()), \
              count(*) FILTER (WHERE record IS NOT NULL AND expires_at > statement_timestamp()), \
-             count(*) FILTER (WHERE expires_at <= statement_timestamp() \
+             count(*) FILTER (WHERE record IS NOT NULL AND expires_at <= statement_timestamp() \
                  AND (tombstone_until IS NULL OR tombstone_until <= statement_timestamp())), \
              coalesce(sum(octet_length(record)), 0)::bigint, \
              count(*) FILTER (WHERE expires_at <= statement_timestamp() \
-                 AND tombstone_until > statement_timestamp()) FROM {t}",
+                 AND tombstone_until > statement_timestamp()), \
+             count(*) FILTER (WHERE record IS NULL AND expires_at <= statement_timestamp()) FROM {t}",
             t = self.inner.sql.table
         );
         let rows = self

@@ -181,6 +181,15 @@ fn info(
         _ => remaining(pttl),
     };
     let (state, fingerprint, age, size, record) = match value.first() {
+        // A lapsed claim's key is kept a day after its lease
+        // (`KEPT_AFTER_LEASE_MS`): it is listed, not in progress.
+        Some(b'P') if left.is_zero() => (
+            RecordState::Lapsed,
+            fingerprint_at(value, 17)?,
+            claim_age(value)?,
+            0,
+            None,
+        ),
         Some(b'P') => (
             RecordState::InProgress,
             fingerprint_at(value, 17)?,
@@ -213,7 +222,7 @@ fn info(
     let mut info = RecordInfo::new(key, state, fingerprint);
     info.site = site;
     info.age = age;
-    info.expires_in = Some(left);
+    info.expires_in = (state != RecordState::Lapsed).then_some(left);
     info.size = size;
     info.record = record;
     Ok(info)
@@ -285,6 +294,7 @@ impl Admin for RedisStore {
                 RecordState::InProgress => stats.in_progress += 1,
                 RecordState::Completed => stats.completed += 1,
                 RecordState::Tombstone => stats.tombstones += 1,
+                RecordState::Lapsed => stats.lapsed += 1,
                 _ => stats.expired += 1,
             }
             stats.bytes += info.size as u64;

@@ -58,8 +58,8 @@ where
     Ok(info)
 }
 
-/// The count's row: in progress, completed, expired, stored bytes,
-/// tombstones.
+/// The count's row: in progress, completed, expired (results only),
+/// stored bytes, tombstones, lapsed (claims whose lease ran out).
 pub(crate) fn stats<'r, R>(backend: &'static str, rows: &'r [R]) -> Result<Stats, StoreError>
 where
     R: Row,
@@ -81,5 +81,6 @@ where
     stats.expired = count(2)?;
     stats.bytes = count(3)?;
     stats.tombstones = count(4)?;
+    stats.lapsed = count(5)?;
     Ok(stats)
 }

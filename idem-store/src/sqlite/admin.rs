@@ -43,13 +43,15 @@ const STATS: &str = concat!(
     now_ms!(),
     "), 0), coalesce(sum(record IS NOT NULL AND expires_at > ",
     now_ms!(),
-    "), 0), coalesce(sum(expires_at <= ",
+    "), 0), coalesce(sum(record IS NOT NULL AND expires_at <= ",
     now_ms!(),
     " AND coalesce(tombstone_until, 0) <= ",
     now_ms!(),
     "), 0), coalesce(sum(length(record)), 0), coalesce(sum(expires_at <= ",
     now_ms!(),
     " AND tombstone_until > ",
+    now_ms!(),
+    "), 0), coalesce(sum(record IS NULL AND expires_at <= ",
     now_ms!(),
     "), 0) FROM idem_records"
 );
@@ -128,6 +130,7 @@ impl Admin for SqliteStore {
         stats.expired = count(2)?;
         stats.bytes = count(3)?;
         stats.tombstones = count(4)?;
+        stats.lapsed = count(5)?;
         Ok(stats)
     }
 }
