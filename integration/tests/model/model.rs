@@ -159,10 +159,18 @@ impl Key {
             } => {
                 let same = *q == p;
                 if Span::maybe_before(now, *until) {
-                    out.push(if same { Expect::Replay(value.clone()) } else { Expect::Mismatch });
+                    out.push(if same {
+                        Expect::Replay(value.clone())
+                    } else {
+                        Expect::Mismatch
+                    });
                 }
                 if Span::maybe_after(now, *until) && Span::maybe_before(now, *gone) {
-                    out.push(if same { Expect::Expired } else { Expect::Mismatch });
+                    out.push(if same {
+                        Expect::Expired
+                    } else {
+                        Expect::Mismatch
+                    });
                 }
                 if Span::maybe_after(now, *gone) {
                     out.push(Expect::Fresh);
@@ -176,7 +184,11 @@ impl Key {
             Slot::Held(held) => {
                 let same = held.p == p;
                 if Span::maybe_before(now, held.lease_end) {
-                    out.push(if same { Expect::InProgress } else { Expect::Mismatch });
+                    out.push(if same {
+                        Expect::InProgress
+                    } else {
+                        Expect::Mismatch
+                    });
                 }
                 if Span::maybe_after(now, held.lease_end) {
                     // Another payload after a vanished holder: refused
@@ -197,7 +209,14 @@ impl Key {
 
     /// Whether `seen` is an allowed answer to a call of `p` with `rec`
     /// at `now`; `Err` says what was expected instead.
-    pub(crate) fn judge(&self, p: Payload, rec: Rec, dur: Dur, now: Span, seen: &Seen) -> Result<(), String> {
+    pub(crate) fn judge(
+        &self,
+        p: Payload,
+        rec: Rec,
+        dur: Dur,
+        now: Span,
+        seen: &Seen,
+    ) -> Result<(), String> {
         if let Seen::Panicked(why) = seen {
             return Err(format!("the call panicked: {why}"));
         }
@@ -279,7 +298,7 @@ fn allows(expected: &Expect, rec: Rec, seen: &Seen) -> bool {
         Expect::Fresh => runs,
         Expect::Takeover(effect) => match (rec, effect) {
             (Rec::Fails, _) => *seen == Seen::LookupFailed,
-            (Rec::NoRec, _) | (Rec::Truthful, None) => runs,
+            (Rec::Absent, _) | (Rec::Truthful, None) => runs,
             (Rec::Truthful, Some(value)) => *seen == Seen::Reconciled(value.clone()),
         },
     }

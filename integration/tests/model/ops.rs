@@ -18,7 +18,7 @@ pub(crate) enum Payload {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rec {
     /// None: a takeover runs the body again (the user opted out).
-    NoRec,
+    Absent,
     /// Answers from the effects ledger: found when the payload's effect
     /// happened, not found otherwise.
     Truthful,
@@ -103,7 +103,7 @@ fn payload() -> impl Strategy<Value = Payload> {
 }
 
 fn rec() -> impl Strategy<Value = Rec> {
-    prop_oneof![2 => Just(Rec::Truthful), 1 => Just(Rec::NoRec), weight("fails", 1) => Just(Rec::Fails)]
+    prop_oneof![2 => Just(Rec::Truthful), 1 => Just(Rec::Absent), weight("fails", 1) => Just(Rec::Fails)]
 }
 
 fn dur() -> impl Strategy<Value = Dur> {
@@ -128,8 +128,12 @@ impl ReferenceStateMachine for Sequences {
     }
 
     fn transitions(in_flight: &bool) -> BoxedStrategy<Op> {
-        let call = (payload(), rec(), dur(), end())
-            .prop_map(|(p, rec, dur, end)| Op::Call { p, rec, dur, end });
+        let call = (payload(), rec(), dur(), end()).prop_map(|(p, rec, dur, end)| Op::Call {
+            p,
+            rec,
+            dur,
+            end,
+        });
         let advance = (1u8..=6).prop_map(|quarters| Op::Advance { quarters });
         if *in_flight {
             return prop_oneof![
@@ -142,8 +146,8 @@ impl ReferenceStateMachine for Sequences {
             ]
             .boxed();
         }
-        let start = (payload(), rec(), late())
-            .prop_map(|(p, rec, late)| Op::Start { p, rec, late });
+        let start =
+            (payload(), rec(), late()).prop_map(|(p, rec, late)| Op::Start { p, rec, late });
         prop_oneof![
             4 => call,
             3 => start,

@@ -78,7 +78,10 @@ impl Ledger {
         for (q, values) in &self.produced {
             let permits = self.permits.get(q).copied().unwrap_or(0);
             if values.len() > permits as usize {
-                return Err(format!("{q:?} had {} effects, {permits} allowed", values.len()));
+                return Err(format!(
+                    "{q:?} had {} effects, {permits} allowed",
+                    values.len()
+                ));
             }
         }
         let value = match seen {
@@ -86,7 +89,13 @@ impl Ledger {
             _ => return Ok(()),
         };
         let mine = self.produced.get(&p).is_some_and(|vs| vs.contains(value));
-        if mine { Ok(()) } else { Err(format!("{p:?} was answered {value:?}, which no body of {p:?} produced")) }
+        if mine {
+            Ok(())
+        } else {
+            Err(format!(
+                "{p:?} was answered {value:?}, which no body of {p:?} produced"
+            ))
+        }
     }
 }
 
@@ -126,7 +135,11 @@ impl Sut {
         let (faulty, sqlite, file) = match backend {
             // 128 records: two a shard, so a claim on a shard with two
             // sweeps it (`Purge`) without evicting a live record.
-            Backend::Memory => (FaultyStore::new(MemoryStore::with_max_records(128)), None, None),
+            Backend::Memory => (
+                FaultyStore::new(MemoryStore::with_max_records(128)),
+                None,
+                None,
+            ),
             Backend::Sqlite => {
                 let file = std::env::temp_dir()
                     .join(format!("idem-model-{}-{case}.db", std::process::id()));
@@ -179,7 +192,14 @@ impl Sut {
         Span { lo, hi: self.now() }
     }
 
-    async fn call(&mut self, p: Payload, rec: Rec, dur: Dur, end: End, lo: Duration) -> Result<(), String> {
+    async fn call(
+        &mut self,
+        p: Payload,
+        rec: Rec,
+        dur: Dur,
+        end: End,
+        lo: Duration,
+    ) -> Result<(), String> {
         let gates = Gates::open();
         let (task, _) = self.spawn(p, rec, dur, end, &gates);
         let seen = joined(task.await);
@@ -187,7 +207,14 @@ impl Sut {
     }
 
     /// Judges a call's answer, then moves the model.
-    fn judged(&mut self, p: Payload, rec: Rec, dur: Dur, lo: Duration, seen: Seen) -> Result<(), String> {
+    fn judged(
+        &mut self,
+        p: Payload,
+        rec: Rec,
+        dur: Dur,
+        lo: Duration,
+        seen: Seen,
+    ) -> Result<(), String> {
         let now = self.span(lo);
         self.model.judge(p, rec, dur, now, &seen)?;
         if matches!(seen, Seen::Ran(_) | Seen::Entered | Seen::Declined) {
@@ -195,7 +222,8 @@ impl Sut {
         }
         self.settled(p, &seen);
         self.ledger.lock().unwrap().check(p, &seen)?;
-        self.model.after_call(p, Times::of(dur, self.lease), now, &seen);
+        self.model
+            .after_call(p, Times::of(dur, self.lease), now, &seen);
         Ok(())
     }
 
@@ -208,7 +236,14 @@ impl Sut {
 
     /// Spawns a call of `p`; its body passes `gates`. Also returns
     /// whether the body was entered.
-    fn spawn(&self, p: Payload, rec: Rec, dur: Dur, end: End, gates: &Gates) -> (JoinHandle<Seen>, Arc<AtomicBool>) {
+    fn spawn(
+        &self,
+        p: Payload,
+        rec: Rec,
+        dur: Dur,
+        end: End,
+        gates: &Gates,
+    ) -> (JoinHandle<Seen>, Arc<AtomicBool>) {
         let entered = Arc::new(AtomicBool::new(false));
         let call = CallSpec {
             idem: self.idem.clone(),
@@ -221,7 +256,13 @@ impl Sut {
         (tokio::spawn(call.run(p, rec, end)), entered)
     }
 
-    async fn start_holder(&mut self, p: Payload, rec: Rec, late: bool, lo: Duration) -> Result<(), String> {
+    async fn start_holder(
+        &mut self,
+        p: Payload,
+        rec: Rec,
+        late: bool,
+        lo: Duration,
+    ) -> Result<(), String> {
         if late {
             self.wire.late_next_claim(self.lease.mul_f64(0.85));
         }
@@ -250,7 +291,9 @@ impl Sut {
     /// The holder has its effect and returns: it must complete, unless
     /// its key was forgotten meanwhile.
     async fn finish(&mut self, lo: Duration) -> Result<(), String> {
-        let Some(holder) = self.holder.take() else { return Ok(()) };
+        let Some(holder) = self.holder.take() else {
+            return Ok(());
+        };
         holder.effect_gate.notify_one();
         holder.return_gate.notify_one();
         let seen = joined(holder.task.await);
@@ -263,14 +306,19 @@ impl Sut {
                 Ok(())
             }
             (Seen::LeaseLost, true) => Ok(()),
-            _ => Err(format!("the live holder of {:?} ended {seen:?}, not with its value", holder.p)),
+            _ => Err(format!(
+                "the live holder of {:?} ended {seen:?}, not with its value",
+                holder.p
+            )),
         }
     }
 
     /// The holder's future is dropped before its effect: the claim is
     /// released.
     async fn drop_holder(&mut self, _lo: Duration) -> Result<(), String> {
-        let Some(holder) = self.holder.take() else { return Ok(()) };
+        let Some(holder) = self.holder.take() else {
+            return Ok(());
+        };
         let seen = self.wire.releases();
         holder.task.abort();
         let _ = holder.task.await;
@@ -284,12 +332,16 @@ impl Sut {
     /// The holder's process vanishes (after its effect, if `effect`): its
     /// release fails, the claim stays until its lease lapses.
     async fn vanish(&mut self, effect: bool, lo: Duration) -> Result<(), String> {
-        let Some(holder) = self.holder.take() else { return Ok(()) };
+        let Some(holder) = self.holder.take() else {
+            return Ok(());
+        };
         let mut value = None;
         if effect {
             holder.effect_gate.notify_one();
             holder.effected.notified().await;
-            let produced = self.ledger.lock().unwrap().produced[&holder.p].last().cloned();
+            let produced = self.ledger.lock().unwrap().produced[&holder.p]
+                .last()
+                .cloned();
             value = produced;
         }
         let seen = self.wire.releases();
@@ -302,7 +354,11 @@ impl Sut {
             return Ok(());
         }
         if let Some(value) = &value {
-            self.ledger.lock().unwrap().unanswered.insert(holder.p, value.clone());
+            self.ledger
+                .lock()
+                .unwrap()
+                .unanswered
+                .insert(holder.p, value.clone());
         }
         let now = self.span(lo);
         self.model.vanished(value, now);
@@ -328,7 +384,10 @@ impl Sut {
         match self.backend {
             Backend::Sqlite => {
                 let store = self.sqlite.as_ref().expect("sqlite");
-                store.purge_expired().await.map_err(|err| format!("purge failed: {err}"))?;
+                store
+                    .purge_expired()
+                    .await
+                    .map_err(|err| format!("purge failed: {err}"))?;
             }
             Backend::Memory => self.sweep_memory().await,
         }
@@ -372,7 +431,6 @@ impl Sut {
             }
         }
     }
-
 }
 
 /// The gates a body passes: entered, then (effect gate) its effect, then
@@ -388,7 +446,10 @@ struct Gates {
 
 impl Gates {
     fn open() -> Self {
-        Self { open: true, ..Self::closed() }
+        Self {
+            open: true,
+            ..Self::closed()
+        }
     }
 
     fn closed() -> Self {
@@ -422,12 +483,26 @@ impl CallSpec {
             .await;
         match answer {
             Err(panic) => Seen::Panicked(panic_text(&*panic)),
-            Ok(out) => classify(out, entered.load(Ordering::SeqCst), reconciled.load(Ordering::SeqCst)),
+            Ok(out) => classify(
+                out,
+                entered.load(Ordering::SeqCst),
+                reconciled.load(Ordering::SeqCst),
+            ),
         }
     }
 
-    async fn call(self, p: Payload, rec: Rec, end: End, reconciled: Arc<AtomicBool>) -> Result<String, Fail> {
-        let Times { lease, ttl, tombstone } = self.times;
+    async fn call(
+        self,
+        p: Payload,
+        rec: Rec,
+        end: End,
+        reconciled: Arc<AtomicBool>,
+    ) -> Result<String, Fail> {
+        let Times {
+            lease,
+            ttl,
+            tombstone,
+        } = self.times;
         let mut call = self
             .idem
             .call("model", self.key.as_str())
@@ -441,7 +516,7 @@ impl CallSpec {
         let body = move || body(p, end, ledger, entered, gates);
         let ledger = self.ledger;
         match rec {
-            Rec::NoRec => call.run(body).await,
+            Rec::Absent => call.run(body).await,
             Rec::Truthful | Rec::Fails => {
                 call.reconcile(move || reconcile(p, rec, ledger, reconciled))
                     .run(body)
@@ -452,7 +527,13 @@ impl CallSpec {
 }
 
 /// The body: entered, (gate) its effect, (gate) its return.
-async fn body(p: Payload, end: End, ledger: Arc<Mutex<Ledger>>, entered: Arc<AtomicBool>, gates: Gates) -> Result<String, Fail> {
+async fn body(
+    p: Payload,
+    end: End,
+    ledger: Arc<Mutex<Ledger>>,
+    entered: Arc<AtomicBool>,
+    gates: Gates,
+) -> Result<String, Fail> {
     entered.store(true, Ordering::SeqCst);
     gates.entered.notify_one();
     if end == End::ErrFirst {
@@ -471,7 +552,12 @@ async fn body(p: Payload, end: End, ledger: Arc<Mutex<Ledger>>, entered: Arc<Ato
 
 /// The reconcile: found when a holder of `p` had its effect and never
 /// answered; `Rec::Fails` errs.
-async fn reconcile(p: Payload, rec: Rec, ledger: Arc<Mutex<Ledger>>, reconciled: Arc<AtomicBool>) -> Result<Option<String>, Fail> {
+async fn reconcile(
+    p: Payload,
+    rec: Rec,
+    ledger: Arc<Mutex<Ledger>>,
+    reconciled: Arc<AtomicBool>,
+) -> Result<Option<String>, Fail> {
     if rec == Rec::Fails {
         return Err(Fail::Lookup);
     }

@@ -9,7 +9,7 @@
 //! The store itself is real; nothing is answered in its place.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use idem::key::RecordKey;
