@@ -31,7 +31,6 @@ use sut::Backend;
 /// 44's item 5 in its first case (and items 1, 2, 3 and 4 with the kinds
 /// before them left out: `IDEM_MODEL_WITHOUT`).
 #[test]
-#[ignore = "issue 44 items 1-5: seed 45 finds them; fails until the fix lands"]
 fn corpus_memory() {
     explore::explore(Backend::Memory, 300, 12);
 }

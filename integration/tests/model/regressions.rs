@@ -18,7 +18,6 @@ async fn check(backend: Backend, ops: Vec<super::ops::Op>) {
 /// is a third of a lease away, so the lease lapses under the live body,
 /// which ends `LeaseLost` after its effect.
 #[tokio::test(start_paused = true)]
-#[ignore = "issue 44 item 1: fails until the fix lands"]
 async fn item1_late_claim_answer_lapses_before_the_first_renewal() {
     check(
         Backend::Memory,
@@ -39,7 +38,6 @@ async fn item1_late_claim_answer_lapses_before_the_first_renewal() {
 /// quarter lease later takes the live holder's key over and runs its body
 /// beside it (it must get `InProgress`).
 #[tokio::test(start_paused = true)]
-#[ignore = "issue 44 item 1: fails until the fix lands"]
 async fn item1_late_claim_answer_lets_a_duplicate_run_beside_it() {
     check(
         Backend::Memory,
@@ -63,7 +61,6 @@ async fn item1_late_claim_answer_lets_a_duplicate_run_beside_it() {
 
 /// Issue 44 item 1 on SQLite (real time, 400 ms lease).
 #[tokio::test]
-#[ignore = "issue 44 item 1: fails until the fix lands"]
 async fn item1_late_claim_answer_lapses_on_sqlite() {
     check(
         Backend::Sqlite,
@@ -84,7 +81,6 @@ async fn item1_late_claim_answer_lapses_on_sqlite() {
 /// lapses; MemoryStore's sweep erases the lapsed claim, so the retry is a
 /// fresh claim, reconcile is never asked, and the body runs again.
 #[tokio::test(start_paused = true)]
-#[ignore = "issue 44 item 2: fails until the fix lands"]
 async fn item2_sweep_erases_a_lapsed_claim() {
     check(
         Backend::Memory,
@@ -110,7 +106,6 @@ async fn item2_sweep_erases_a_lapsed_claim() {
 
 /// Issue 44 item 2 on SQLite: `purge_expired` erases the lapsed claim.
 #[tokio::test]
-#[ignore = "issue 44 item 2: fails until the fix lands"]
 async fn item2_purge_expired_erases_a_lapsed_claim_on_sqlite() {
     check(
         Backend::Sqlite,
@@ -137,7 +132,6 @@ async fn item2_purge_expired_erases_a_lapsed_claim_on_sqlite() {
 /// Issue 44 item 3: the takeover's reconcile errs, the error is released
 /// and frees the key, and the next call runs the body without asking.
 #[tokio::test(start_paused = true)]
-#[ignore = "issue 44 item 3: fails until the fix lands"]
 async fn item3_failed_reconcile_frees_the_key() {
     check(
         Backend::Memory,
@@ -170,7 +164,6 @@ async fn item3_failed_reconcile_frees_the_key() {
 /// A (another payload) takes the key over and runs: two payloads' bodies
 /// under one key. A must get `FingerprintMismatch`.
 #[tokio::test(start_paused = true)]
-#[ignore = "issue 44 item 4: fails until the fix lands"]
 async fn item4_takeover_ignores_the_vanished_holders_fingerprint() {
     check(
         Backend::Memory,
@@ -195,7 +188,6 @@ async fn item4_takeover_ignores_the_vanished_holders_fingerprint() {
 
 /// Issue 44 item 4 on SQLite.
 #[tokio::test]
-#[ignore = "issue 44 item 4: fails until the fix lands"]
 async fn item4_takeover_ignores_the_fingerprint_on_sqlite() {
     check(
         Backend::Sqlite,
@@ -221,7 +213,6 @@ async fn item4_takeover_ignores_the_fingerprint_on_sqlite() {
 /// Issue 44 item 5: `ttl(Duration::MAX)` passes the settings check, the
 /// body runs, and MemoryStore panics in `complete`.
 #[tokio::test(start_paused = true)]
-#[ignore = "issue 44 item 5: fails until the fix lands"]
 async fn item5_ttl_max_panics_after_the_body_ran() {
     check(
         Backend::Memory,
@@ -237,7 +228,6 @@ async fn item5_ttl_max_panics_after_the_body_ran() {
 
 /// Issue 44 item 5: the same with `tombstone(Duration::MAX)`.
 #[tokio::test(start_paused = true)]
-#[ignore = "issue 44 item 5: fails until the fix lands"]
 async fn item5_tombstone_max_panics_after_the_body_ran() {
     check(
         Backend::Memory,
