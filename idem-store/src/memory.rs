@@ -33,7 +33,7 @@ const DEFAULT_MAX_RECORDS: usize = 1_000_000;
 /// when a shard is full, expired records go first; a shard still full of
 /// live records (completed ones within their TTL or tombstone, claims, and
 /// claims whose lease lapsed, kept a day as evidence:
-/// [`LAPSED_CLAIM_KEPT`](idem_core::store::LAPSED_CLAIM_KEPT)) refuses new
+/// [`LAPSED_CLAIM_KEPT`]) refuses new
 /// claims with `Error::Store`, so the call fails closed. Evicting a live
 /// record instead would let its duplicate run the body again; a store
 /// that may do so is asked for with [`evict_live`](MemoryStore::evict_live).
