@@ -60,11 +60,12 @@
 //!
 //! # The `idem` command
 //!
-//! `idem-cli/` builds the `idem` binary (`cargo install --path idem-cli`, or
-//! `cargo run -p idem-cli --`). It has one feature per store (`redis`,
-//! `postgres`, `sqlite`, `mysql`, all by default): `cargo install --path idem-cli
-//! --no-default-features --features sqlite` builds the SQLite command alone
-//! (140 crates instead of 193).
+//! The package `idem-cli` installs the `idem` binary: `cargo install
+//! idem-cli` (from a checkout, `cargo install --path idem-cli`, or `cargo
+//! run -p idem-cli --`). It has one feature per store (`redis`,
+//! `postgres`, `sqlite`, `mysql`, all by default), chosen at install time:
+//! `cargo install idem-cli --no-default-features --features sqlite` builds
+//! the SQLite command alone, without a Redis, PostgreSQL or MySQL client.
 //!
 //! ```sh
 //! idem list --sqlite /var/lib/app/idem.db --in-progress --older-than 10m   # stuck claims
