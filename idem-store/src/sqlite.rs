@@ -4,18 +4,17 @@
 use std::path::Path;
 use std::time::Duration;
 
-use bytes::Bytes;
 use idem_core::admin::Purged;
 use idem_core::fingerprint::Fingerprint;
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
 use idem_core::{Store, StoreError};
-use sqlx::Row;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
 mod admin;
+mod claim;
 mod file;
 mod migrate;
 
@@ -32,118 +31,12 @@ macro_rules! now_ms {
 }
 use now_ms;
 
-/// [`LAPSED_CLAIM_KEPT`](idem_core::store::LAPSED_CLAIM_KEPT) in
-/// milliseconds, for the statements (a test checks the two agree).
-macro_rules! lapsed_kept_ms {
-    () => {
-        "86400000"
-    };
-}
-
-const MIGRATE: &str = concat!(
-    "CREATE TABLE IF NOT EXISTS idem_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
-    "CREATE TABLE IF NOT EXISTS idem_records (",
-    " key BLOB PRIMARY KEY, token BLOB NOT NULL, fingerprint BLOB NOT NULL,",
-    " record BLOB, expires_at INTEGER NOT NULL, site TEXT NOT NULL, created_at INTEGER NOT NULL,",
-    " tombstone_until INTEGER",
-    ") WITHOUT ROWID;",
-    "CREATE INDEX IF NOT EXISTS idem_records_expires_at ON idem_records (expires_at);",
-    "CREATE INDEX IF NOT EXISTS idem_records_created_at ON idem_records (created_at);",
-    "INSERT OR IGNORE INTO idem_migrations (version, applied_at) VALUES (1, ",
-    now_ms!(),
-    ");"
-);
-
-const SELECT: &str = concat!(
-    "SELECT token, fingerprint, record, expires_at - ",
-    now_ms!(),
-    ", coalesce(tombstone_until, 0) - ",
-    now_ms!(),
-    " FROM idem_records WHERE key = ?1"
-);
-
-const INSERT: &str = concat!(
-    "INSERT INTO idem_records (key, token, fingerprint, record, expires_at, site, created_at) VALUES (?1, ?2, ?3, NULL, ",
-    now_ms!(),
-    " + ?4, ?5, ",
-    now_ms!(),
-    ") ON CONFLICT (key) DO UPDATE SET token = excluded.token, fingerprint = excluded.fingerprint,",
-    " record = NULL, expires_at = excluded.expires_at, site = excluded.site, created_at = excluded.created_at,",
-    " tombstone_until = NULL WHERE idem_records.expires_at <= ",
-    now_ms!(),
-    " AND coalesce(idem_records.tombstone_until, 0) <= ",
-    now_ms!(),
-    // A lapsed claim is taken over only by a call of its payload (or one
-    // that does not fingerprint): `Store::claim`.
-    " AND (idem_records.record IS NOT NULL OR idem_records.fingerprint IN (?3, zeroblob(32))",
-    " OR ?3 = zeroblob(32))",
-    // Whether the call has saved steps: only then does a won claim read them.
-    " RETURNING EXISTS (SELECT 1 FROM idem_steps WHERE call = ?1)"
-);
-
-/// The fence of complete, release and renew: the row is our unexpired
-/// claim.
-macro_rules! held {
-    () => {
-        concat!(
-            " WHERE key = ?1 AND token = ?2 AND record IS NULL AND expires_at > ",
-            now_ms!()
-        )
-    };
-}
-
-/// Whether anyone holds or completed the key (its record or its
-/// tombstone stands), asked after a fenced operation found no claim of
-/// ours: to tell a takeover from an expired claim.
-const LIVE: &str = concat!(
-    "SELECT 1 FROM idem_records WHERE key = ?1 AND (expires_at > ",
-    now_ms!(),
-    " OR tombstone_until > ",
-    now_ms!(),
-    ")"
-);
+mod statements;
 mod steps;
 
-const COMPLETE: &str = concat!(
-    "UPDATE idem_records SET record = ?3, expires_at = ",
-    now_ms!(),
-    " + ?4, tombstone_until = ",
-    now_ms!(),
-    " + ?5",
-    held!()
-);
-const RELEASE: &str = concat!("DELETE FROM idem_records", held!());
-const FORGET: &str = "DELETE FROM idem_records WHERE key = ?1";
-/// Sent before `FORGET`: a forgotten call must not resume from old steps.
-const FORGET_STEPS: &str = "DELETE FROM idem_steps WHERE call = ?1";
-const RENEW: &str = concat!(
-    "UPDATE idem_records SET expires_at = ",
-    now_ms!(),
-    " + ?3",
-    held!()
-);
-/// Keeps a lapsed claim a day past its lease: the evidence a takeover
-/// and its reconcile need (`LAPSED_CLAIM_KEPT`).
-const PURGE: &str = concat!(
-    "DELETE FROM idem_records WHERE key IN (SELECT key FROM idem_records WHERE expires_at <= ",
-    now_ms!(),
-    " AND (record IS NOT NULL OR expires_at <= ",
-    now_ms!(),
-    " - ",
-    lapsed_kept_ms!(),
-    ") AND coalesce(tombstone_until, 0) <= ",
-    now_ms!(),
-    " LIMIT ?1)"
-);
-/// Drops the value of records past their TTL whose tombstone stands: an
-/// empty record, not NULL, which would read as a claim.
-const COMPACT: &str = concat!(
-    "UPDATE idem_records SET record = X'' WHERE key IN (SELECT key FROM idem_records WHERE expires_at <= ",
-    now_ms!(),
-    " AND tombstone_until > ",
-    now_ms!(),
-    " AND length(record) > 0 LIMIT ?1)"
-);
+use statements::{
+    COMPACT, COMPLETE, FORGET, FORGET_STEPS, INSERT, LIVE, MIGRATE, PURGE, RELEASE, RENEW, SELECT,
+};
 
 /// Connections to the file the store keeps at most.
 const MAX_CONNECTIONS: u32 = 4;
@@ -382,72 +275,7 @@ fn fingerprint(bytes: Vec<u8>) -> Result<Fingerprint, StoreError> {
 #[async_trait]
 impl Store for SqliteStore {
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        if let Some(file) = &self.file {
-            file.check()?;
-        }
-        let (record_key, key) = (key, &key.as_bytes()[..]);
-        let token = claim.token.to_bytes();
-        // Few turns: the row changes between the read and the write only
-        // when another caller claims, completes or releases it meanwhile.
-        for _ in 0..16 {
-            let row = sqlx::query(SELECT)
-                .bind(key)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(err)?;
-            let mut took_over = false;
-            if let Some(row) = row {
-                let left: i64 = row.try_get(3).map_err(err)?;
-                let record: Option<Vec<u8>> = row.try_get(2).map_err(err)?;
-                let tombstone_left: i64 = row.try_get(4).map_err(err)?;
-                if left <= 0 && tombstone_left > 0 && record.is_some() {
-                    let fp = fingerprint(row.try_get(1).map_err(err)?)?;
-                    return Ok(ClaimOutcome::expired(fp, remaining(-left)));
-                }
-                if left > 0 {
-                    let held_by: Vec<u8> = row.try_get(0).map_err(err)?;
-                    let fp = fingerprint(row.try_get(1).map_err(err)?)?;
-                    return Ok(match record {
-                        None if held_by == token => {
-                            ClaimOutcome::won(false, steps::load(&self.pool, record_key).await?)
-                        }
-                        None => ClaimOutcome::in_progress(fp, remaining(left)),
-                        Some(record) => {
-                            ClaimOutcome::completed(fp, Bytes::from(record), remaining(left))
-                        }
-                    });
-                }
-                if record.is_none() {
-                    let fp = fingerprint(row.try_get(1).map_err(err)?)?;
-                    if !claim.fingerprint.matches(&fp) {
-                        return Ok(ClaimOutcome::in_progress(fp, Duration::ZERO));
-                    }
-                    took_over = true;
-                }
-            }
-            let won = sqlx::query(INSERT)
-                .bind(key)
-                .bind(&token[..])
-                .bind(&claim.fingerprint.as_bytes()[..])
-                .bind(millis(claim.lease))
-                .bind(claim.site)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(err)?;
-            if let Some(won) = won {
-                // Only a call that has saved steps pays a second statement.
-                let any: bool = won.try_get(0).map_err(err)?;
-                let steps = match any {
-                    true => steps::load(&self.pool, record_key).await?,
-                    false => Vec::new(),
-                };
-                return Ok(ClaimOutcome::won(took_over, steps));
-            }
-        }
-        Err(StoreError::new(
-            BACKEND,
-            "the claim did not settle: the key changed hands 16 times in a row",
-        ))
+        self.claim_key(key, claim).await
     }
 
     async fn complete(
@@ -529,14 +357,5 @@ impl Store for SqliteStore {
                 .map_err(err)?;
         }
         tx.commit().await.map_err(err)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_lapsed_claim_is_kept_as_long_as_the_contract_says() {
-        let kept: u128 = lapsed_kept_ms!().parse().expect("a number");
-        assert_eq!(kept, idem_core::store::LAPSED_CLAIM_KEPT.as_millis());
     }
 }

@@ -8,6 +8,7 @@ use idem_core::store::StepId;
 use sqlx::Row;
 use sqlx::sqlite::SqlitePool;
 
+use super::statements::held;
 use super::{err, millis};
 
 pub(super) const MIGRATE: &str = concat!(
