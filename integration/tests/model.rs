@@ -10,7 +10,21 @@
 //! `cargo test -p idem-integration --test model` runs the fixed-seed
 //! corpus; `scripts/explore` runs many more cases. A failure prints its
 //! shrunk sequence as a test for `model/regressions.rs`.
-#![cfg(all(feature = "memory", feature = "sqlite", feature = "testing"))]
+#![cfg(all(
+    feature = "memory",
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "redis",
+    feature = "testing"
+))]
+
+#[path = "support/mysql_server.rs"]
+mod mysql_server;
+#[path = "support/pg_server.rs"]
+mod pg_server;
+#[path = "support/redis_server.rs"]
+mod redis_server;
 
 #[path = "model/explore.rs"]
 mod explore;
@@ -39,4 +53,22 @@ fn corpus_memory() {
 #[test]
 fn corpus_sqlite() {
     explore::explore(Backend::Sqlite, 12, 10);
+}
+
+/// The default corpus on PostgreSQL (real time, 400 ms leases).
+#[test]
+fn corpus_postgres() {
+    explore::explore(Backend::Postgres, 12, 10);
+}
+
+/// The default corpus on MySQL/MariaDB (real time, 400 ms leases).
+#[test]
+fn corpus_mysql() {
+    explore::explore(Backend::MySql, 12, 10);
+}
+
+/// The default corpus on Redis (real time, 400 ms leases).
+#[test]
+fn corpus_redis() {
+    explore::explore(Backend::Redis, 12, 10);
 }

@@ -44,7 +44,7 @@ fn runner(cases: u32, seed: u64, backend: Backend) -> TestRunner {
         // Real time makes each SQLite case cost its advances.
         max_shrink_iters: match backend {
             Backend::Memory => 4096,
-            Backend::Sqlite => 400,
+            _ => 400,
         },
         ..Config::default()
     };
@@ -67,7 +67,7 @@ pub(crate) fn one_case(backend: Backend, ops: &[Op], applied: &AtomicUsize) -> R
 pub(crate) fn regression(backend: Backend, ops: &[Op]) -> String {
     let paused = match backend {
         Backend::Memory => "(start_paused = true)",
-        Backend::Sqlite => "",
+        _ => "",
     };
     format!(
         "#[tokio::test{paused}]\nasync fn name_the_defect() {{\n    check(Backend::{backend:?}, vec!{ops:?}).await;\n}}\n"

@@ -3,16 +3,18 @@
 //! judged by the model after each.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
+use idem::admin::Admin;
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
 use idem::store::{Claim, Retention, Token};
 use idem::testing::{FaultyStore, Op as StoreOp};
-use idem::{Idempotency, MemoryStore, SqliteStore, Store};
+use idem::{Idempotency, MemoryStore, MySqlStore, PostgresStore, RedisStore, SqliteStore, Store};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -20,6 +22,7 @@ use tokio::time::Instant;
 use super::model::{Key, Seen, Span, Times};
 use super::ops::{Dur, End, Op, Payload, Rec};
 use super::wire::Wire;
+use super::{mysql_server, pg_server, redis_server};
 
 /// Which real store a case runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,14 +31,85 @@ pub(crate) enum Backend {
     Memory,
     /// SQLite on a temp file, real time; a 400 ms lease.
     Sqlite,
+    /// PostgreSQL, a schema of its own per case, real time; 400 ms.
+    Postgres,
+    /// MySQL/MariaDB, a table of its own per case, real time; 400 ms.
+    MySql,
+    /// Redis (or Valkey), a key prefix of its own per case, real time;
+    /// 400 ms. Its purge has nothing to do (keys expire by `PX`).
+    Redis,
 }
 
 impl Backend {
     pub(crate) fn lease(self) -> Duration {
         match self {
             Self::Memory => Duration::from_secs(3),
-            Self::Sqlite => Duration::from_millis(400),
+            _ => Duration::from_millis(400),
         }
+    }
+
+    /// The store a case runs on, and its operator's side (purge) where it
+    /// has one apart from MemoryStore's sweep.
+    async fn store(self, case: u32) -> (FaultyStore, Option<Arc<dyn Admin>>, Option<PathBuf>) {
+        fn both<S: Admin + Clone + 'static>(store: S) -> (FaultyStore, Option<Arc<dyn Admin>>) {
+            (FaultyStore::new(store.clone()), Some(Arc::new(store)))
+        }
+        let (faulty, admin) = match self {
+            // 128 records: two a shard, so a claim on a shard with two
+            // sweeps it (`Purge`) without evicting a live record.
+            Self::Memory => (FaultyStore::new(MemoryStore::with_max_records(128)), None),
+            Self::Sqlite => {
+                let file = std::env::temp_dir()
+                    .join(format!("idem-model-{}-{case}.db", std::process::id()));
+                let store = SqliteStore::open(&file).await.expect("open sqlite");
+                let (faulty, admin) = both(store);
+                return (faulty, admin, Some(file));
+            }
+            Self::Postgres => both(
+                PostgresStore::builder()
+                    .schema(pg_server::unique_schema("model"))
+                    .migrated(&pg_server::url().await)
+                    .await,
+            ),
+            Self::MySql => both(
+                MySqlStore::builder()
+                    .table(mysql_server::unique_table("model"))
+                    .migrated(&mysql_server::url().await)
+                    .await,
+            ),
+            Self::Redis => both(
+                RedisStore::builder()
+                    .prefix(format!("idem-model-{}-{case}:", std::process::id()))
+                    .connect(&redis_server::url().await)
+                    .await
+                    .expect("connect to Redis"),
+            ),
+        };
+        (faulty, admin, None)
+    }
+}
+
+/// A SQL store's builder, connected and migrated.
+trait Migrated: Sized {
+    type Store;
+    async fn migrated(self, url: &str) -> Self::Store;
+}
+
+impl Migrated for idem::postgres::PostgresStoreBuilder {
+    type Store = PostgresStore;
+    async fn migrated(self, url: &str) -> PostgresStore {
+        let store = self.connect(url).await.expect("connect to PostgreSQL");
+        store.migrate().await.expect("migrate");
+        store
+    }
+}
+
+impl Migrated for idem::mysql::MySqlStoreBuilder {
+    type Store = MySqlStore;
+    async fn migrated(self, url: &str) -> MySqlStore {
+        let store = self.connect(url).await.expect("connect to MySQL");
+        store.migrate().await.expect("migrate");
+        store
     }
 }
 
@@ -113,12 +187,11 @@ struct Holder {
 
 /// A case: the handle, the store's parts, the model and the ledger.
 pub(crate) struct Sut {
-    backend: Backend,
     idem: Idempotency,
     wire: Wire,
     faulty: FaultyStore,
-    sqlite: Option<SqliteStore>,
-    file: Option<std::path::PathBuf>,
+    admin: Option<Arc<dyn Admin>>,
+    file: Option<PathBuf>,
     key: String,
     model: Key,
     ledger: Arc<Mutex<Ledger>>,
@@ -132,29 +205,14 @@ static CASES: AtomicU32 = AtomicU32::new(0);
 impl Sut {
     pub(crate) async fn new(backend: Backend) -> Self {
         let case = CASES.fetch_add(1, Ordering::SeqCst);
-        let (faulty, sqlite, file) = match backend {
-            // 128 records: two a shard, so a claim on a shard with two
-            // sweeps it (`Purge`) without evicting a live record.
-            Backend::Memory => (
-                FaultyStore::new(MemoryStore::with_max_records(128)),
-                None,
-                None,
-            ),
-            Backend::Sqlite => {
-                let file = std::env::temp_dir()
-                    .join(format!("idem-model-{}-{case}.db", std::process::id()));
-                let store = SqliteStore::open(&file).await.expect("open sqlite");
-                (FaultyStore::new(store.clone()), Some(store), Some(file))
-            }
-        };
+        let (faulty, admin, file) = backend.store(case).await;
         let wire = Wire::new(faulty.clone());
         let lease = backend.lease();
         Self {
-            backend,
             idem: Idempotency::new(wire.clone()),
             wire,
             faulty,
-            sqlite,
+            admin,
             file,
             key: format!("order-{case}"),
             model: Key::new(lease),
@@ -378,18 +436,17 @@ impl Sut {
         Ok(())
     }
 
-    /// The store's cleanup: `purge_expired` (SQLite), or MemoryStore's
+    /// The store's cleanup: its `purge` (`idem purge`), or MemoryStore's
     /// sweep, which a claim on a full shard runs.
     async fn purge(&mut self) -> Result<(), String> {
-        match self.backend {
-            Backend::Sqlite => {
-                let store = self.sqlite.as_ref().expect("sqlite");
+        match &self.admin {
+            Some(store) => {
                 store
-                    .purge_expired()
+                    .purge()
                     .await
                     .map_err(|err| format!("purge failed: {err}"))?;
             }
-            Backend::Memory => self.sweep_memory().await,
+            None => self.sweep_memory().await,
         }
         Ok(())
     }
@@ -421,9 +478,6 @@ impl Sut {
         if let Some(holder) = self.holder.take() {
             holder.task.abort();
             let _ = holder.task.await;
-        }
-        if let Some(store) = &self.sqlite {
-            store.close().await;
         }
         if let Some(file) = &self.file {
             for suffix in ["", "-wal", "-shm"] {
