@@ -1,10 +1,22 @@
 //! `#[idempotent]` in depth.
 //!
-//! The options (`key`, `scope`, `ttl`, `lease`, `wait`, `store`,
-//! `fingerprint`, `skip`, `errors`, `detach`, `version`, `crate`), their
-//! forms and defaults are in one table, on the attribute itself:
-//! [`idempotent`](crate::idempotent#options). idem's own errors, with
-//! their HTTP statuses, are on [`Error`](crate::Error).
+//! The options (`key`, `scope`, `ttl`, `lease`, `wait`, `tombstone`,
+//! `store`, `fingerprint`, `skip`, `errors`, `detach`, `version`,
+//! `reconcile`, `crate`), their forms and defaults are in one table, on the
+//! attribute itself: [`idempotent`](crate::idempotent#options). Two of them
+//! are for [unknown outcomes](super::unknown_outcomes):
+//!
+//! - `tombstone = "30d"`: after the `ttl`, a marker (the fingerprint, no
+//!   value) stays that long, so a very late duplicate gets
+//!   [`Error::Expired`](crate::Error::Expired) (HTTP 410, queue `Ack`)
+//!   instead of running again.
+//! - `reconcile = path`: on a takeover of a vanished holder, and only then,
+//!   an async fn taking the parameters by reference and returning
+//!   `Result<Option<T>, E>` says whether the effect happened: `Ok(Some(v))`
+//!   is stored and returned without running the body, `Ok(None)` runs it.
+//!
+//! idem's own errors, with their HTTP statuses, are on
+//! [`Error`](crate::Error).
 //!
 //! # Rules you can rely on
 //!
@@ -186,7 +198,7 @@
 //! on the fn (`T: Serialize`).
 //!
 //! Supported forms, each pinned by a test in `ui-tests/tests/ui/pass/`
-//! that compiles and runs, and by `tests/macro_forms.rs`: free `async fn`;
+//! that compiles and runs, and by `integration/tests/macro_forms.rs`: free `async fn`;
 //! methods taking `&self`, `&mut self` and `self: Arc<Self>`; generic fns;
 //! `impl Trait` parameters left out with `skip`; methods of trait impls;
 //! `anyhow::Result<T>` and a crate's own `Result` alias; `crate = path`;

@@ -262,7 +262,7 @@
 //!
 //! # Try it: the payments example
 //!
-//! `examples/axum_payments.rs` is a small payments service: `POST /payments`
+//! `integration/examples/axum_payments.rs` is a small payments service: `POST /payments`
 //! behind the layer, whose handler calls an `#[idempotent]` service function
 //! that charges a fake card gateway with `idem::child_key("gateway")` as the
 //! gateway's own idempotency key; `GET /payments/{id}` reads a receipt back

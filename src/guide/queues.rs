@@ -110,16 +110,16 @@
 //!
 //! # Examples and figures
 //!
-//! `examples/jetstream_worker.rs` is a billing consumer on NATS JetStream
+//! `integration/examples/jetstream_worker.rs` is a billing consumer on NATS JetStream
 //! (`cargo run -p idem-integration --example jetstream_worker`; a durable pull
 //! consumer on the stream `ORDERS`, subject `orders.placed`, created if
 //! absent; `NATS_URL`, `DATABASE_URL`, `IDEM_STREAM`, `IDEM_SUBJECT`,
-//! `IDEM_CONSUMER`, `IDEM_MODE=plain` in its header). `examples/rabbitmq_worker.rs`
-//! runs the same handler (shared in `examples/billing/`) behind a RabbitMQ
+//! `IDEM_CONSUMER`, `IDEM_MODE=plain` in its header). `integration/examples/rabbitmq_worker.rs`
+//! runs the same handler (shared in `integration/examples/billing/`) behind a RabbitMQ
 //! queue with manual acks. Both run until killed; run as many copies as you
 //! like.
 //!
-//! `tests/queue_jetstream.rs` runs the JetStream worker under chaos: 2,000
+//! `integration/tests/queue_jetstream.rs` runs the JetStream worker under chaos: 2,000
 //! orders published, 10% of them twice with different `Nats-Msg-Id`s (a
 //! producer retry past the dedupe window), plus one poison message (a seen
 //! order id with another amount); two worker processes, one SIGKILLed 4 times
@@ -143,7 +143,7 @@
 //! (`a_poison_message_is_terminated_not_retried`). A handler four times slower
 //! than a 1 s `ack_wait` keeps its message through in-progress acks and its
 //! claim through lease renewal (`a_slow_handler_keeps_its_message_and_its_claim`).
-//! `tests/queue_rabbitmq.rs` publishes 300 orders to RabbitMQ, 10% twice,
+//! `integration/tests/queue_rabbitmq.rs` publishes 300 orders to RabbitMQ, 10% twice,
 //! kills the worker once mid-way: 300 effect rows, 0 duplicates.
 //!
 //! In plain mode the window between the effect and the completion is one

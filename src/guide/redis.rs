@@ -23,10 +23,10 @@
 //!   same, else the claim itself. A key the store saw completed but whose
 //!   record has gone since (expired, forgotten) is then claimed, one trip
 //!   later; the `GET` never decides a claim. Needs Redis 7.0 or later (or
-//!   Valkey), the first to accept `NX` with `GET`. `tests/round_trips.rs` counts the
+//!   Valkey), the first to accept `NX` with `GET`. `integration/tests/round_trips.rs` counts the
 //!   turns on the wire through a proxy: fresh key 2, replay 1, in-progress
 //!   answer 1, release 1, a local-cache hit 0. Commands per call (`INFO
-//!   commandstats`, `tests/valkey.rs`): fresh 2 (`SET … NX GET`, the
+//!   commandstats`, `integration/tests/valkey.rs`): fresh 2 (`SET … NX GET`, the
 //!   completion), replay 1 (`GET`, or `SET … NX GET` on another
 //!   replica); a replay that fills a local cache also sends a
 //!   `PTTL` in the same write, for how long the cache may keep the record.
@@ -52,18 +52,19 @@
 //! - **Keys.** `prefix` (default `idem:`) followed by the 32 bytes of the
 //!   SHA-256 of scope and key: fixed length, any key bytes are safe, the raw
 //!   key is never stored. One key per step, so Redis Cluster routes every
-//!   call (`tests/redis_cluster.rs` runs the conformance suite on a private
+//!   call (`integration/tests/redis_cluster.rs` runs the conformance suite on a private
 //!   3-master cluster).
 //! - **Compact.** One string per record: `P` + token + fingerprint + the
 //!   claim's time and lease + the call site while in progress, `C` +
 //!   fingerprint + TTL + record once completed. A record holding a
-//!   200-byte value takes **424 bytes** (`MEMORY USAGE`, Redis 7.0, measured by
-//!   `keys_are_prefixed_hashed_and_expire_by_px` in `tests/redis.rs`).
+//!   200-byte value takes under 512 bytes (`MEMORY USAGE`, asserted and
+//!   printed by `keys_are_prefixed_hashed_and_expire_by_px` in
+//!   `integration/tests/redis.rs`; BENCHMARKS.md has the sizes per store).
 //! - **Faults.** One multiplexed, reconnecting connection
 //!   (`ConnectionManager`; the cluster client for a cluster), with a
 //!   connection and a response timeout of 1 s by default. While Redis is
 //!   down every call answers `Error::Store` (the slowest in 580 ms with
-//!   timeouts of 300 ms, under 8 concurrent workers, `tests/redis_fault.rs`),
+//!   timeouts of 300 ms, under 8 concurrent workers, `integration/tests/redis_fault.rs`),
 //!   no body runs without a won claim, and the same store works again once
 //!   Redis is back.
 //! - Try it: `cargo run -p idem-integration --example redis_service` (reads
@@ -95,7 +96,7 @@
 //! replication lag, which across a network, or under load, is larger. What
 //! `WAIT` guarantees is tested separately: with no replica to acknowledge, a
 //! claim fails closed and the body does not run
-//! (`tests/redis_production.rs`). **Cluster**: each key lives on one
+//! (`integration/tests/redis_production.rs`). **Cluster**: each key lives on one
 //! primary, so these settings apply per primary; the eviction check asks
 //! every one. The eviction policy is read at connect and again before the
 //! first claim after a lost connection, so a server that restarts or fails

@@ -31,7 +31,7 @@
 //!   `synchronous = NORMAL`, which may lose the last records on power loss,
 //!   not on a process crash).
 //! - Several processes on the host may share the file; a record written by one
-//!   is replayed by the next one started (see `tests/sqlite.rs`).
+//!   is replayed by the next one started (see `integration/tests/sqlite.rs`).
 //! - Expiry is judged by SQLite's clock, which is **this host's wall clock**:
 //!   stepping it forward ends leases and records early, stepping it back
 //!   keeps them longer. For several hosts use PostgreSQL or Redis.
@@ -83,7 +83,7 @@
 //!
 //! **Connections.** A sqlx `PgPool` pings each connection when it goes back to
 //! the pool, and by default before handing it out too. Counted on the wire
-//! through a proxy (`each_step_is_one_round_trip` in `tests/postgres.rs`):
+//! through a proxy (`each_step_is_one_round_trip` in `integration/tests/postgres.rs`):
 //!
 //! | how the store reaches PostgreSQL | turns per step (claim, renew, complete, replay, release) |
 //! | --- | --- |
@@ -136,8 +136,10 @@
 //! # }
 //! ```
 //!
-//! or from `pg_cron`, with the same statement:
-//! `DELETE FROM public.idem_records WHERE key IN (SELECT key FROM public.idem_records WHERE expires_at <= now() LIMIT 5000 FOR UPDATE SKIP LOCKED)`.
+//! A plain `DELETE … WHERE expires_at <= now()` (from `pg_cron`, say) is
+//! not a substitute: it would drop the lapsed claims and the standing
+//! tombstones that `purge_expired` keeps (it empties a tombstoned record's
+//! value instead), and leave the expired calls' steps.
 //!
 //! # Transactional mode: the effect and the record commit together
 //!
@@ -184,7 +186,7 @@
 //! - A crash before the commit (the process killed between the insert and
 //!   the commit) rolls back everything, the claim included: no order row, no
 //!   record, and the retry runs at once, with no lease to wait out
-//!   (`tests/postgres_tx.rs` kills a child process there).
+//!   (`integration/tests/postgres_tx.rs` kills a child process there).
 //! - A duplicate replays the committed record (also through the plain store).
 //!   While the transaction is open its claim row is locked: a concurrent
 //!   duplicate waits for the commit, then replays (or, after a rollback,
@@ -211,7 +213,7 @@
 //! PostgreSQL.
 //!
 //! - **One round trip per step**, counted through a proxy
-//!   (`tests/mysql.rs`, `tests/round_trips.rs`): claim, complete, release,
+//!   (`integration/tests/mysql.rs`, `round_trips.rs`): claim, complete, release,
 //!   renew and saving a step are 1 turn each on the store's own connections,
 //!   2 on a pool with `test_before_acquire(false)`, 3 on sqlx's default pool;
 //!   a fresh call is 2 turns, a replay 1 (a `SELECT` of the completed row
@@ -236,11 +238,13 @@
 //! - **Transactional mode**: `store.in_transaction(&mut tx, idem.call(…)).run(async |conn| …)`
 //!   claims and completes inside your `sqlx::Transaction<MySql>`, as for
 //!   PostgreSQL: the effect and the record commit together, and a worker
-//!   SIGKILLed before its commit leaves neither (`tests/mysql_tx.rs`). Under
+//!   SIGKILLed before its commit leaves neither (`integration/tests/mysql_tx.rs`). Under
 //!   REPEATABLE READ the claim of an existing key also locks the gap before
 //!   its row until the commit (InnoDB's duplicate-key check): keep those
 //!   transactions short. `store.tx_handle(tx)` gives the
 //!   `idem::mysql::TxHandle` for `#[idempotent(store = tx)]`, as on
 //!   PostgreSQL (`?` placeholders in the body's own SQL).
-//! - Not yet: `idem --mysql URL` in the CLI (`MySqlStore` implements
-//!   `idem::admin::Admin`) and the throughput bench.
+//! - **Operating**: `idem --mysql URL` (or `IDEM_MYSQL_URL`) inspects,
+//!   lists, forgets, purges and counts its records, as for the other stores
+//!   ([operations](super::operations)); `--table` names the table, the
+//!   database is the URL's.
