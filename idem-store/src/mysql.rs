@@ -1,5 +1,5 @@
 //! Records in MySQL or MariaDB ([`MySqlStore`]): one statement, one round
-//! trip per step, expiry by the server's clock.
+//! trip per store operation, expiry by the server's clock.
 
 mod admin;
 mod builder;
@@ -37,10 +37,10 @@ pub use tx::{InTransaction, TxHandle};
 
 /// Connections [`MySqlStore::connect`] opens at most, unless set.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = settings::DEFAULT_MAX_CONNECTIONS;
-/// How long a step waits for a free connection (or for a new one to
+/// How long a store operation waits for a free connection (or for a new one to
 /// open) before failing with `Error::Store`, unless set.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = settings::DEFAULT_ACQUIRE_TIMEOUT;
-/// How long a step waits for the server's answer by default: 5 seconds.
+/// How long a store operation waits for the server's answer by default: 5 seconds.
 /// A stalled server (paused, partitioned, overloaded) fails callers within
 /// this bound instead of hanging them; a claim waiting on a row locked by
 /// another caller's open transaction waits within it too.
@@ -54,7 +54,7 @@ pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 /// several replicas that share a database, with records that survive
 /// restarts.
 ///
-/// Each step (claim, complete, release, renew, save a step) is **one
+/// Each store operation (claim, complete, release, renew, save a step) is **one
 /// statement**, sent in one round trip; a replayed duplicate is one
 /// statement (a `SELECT` of the completed row where this store saw the key
 /// completed, else the claim). The claim is a stored procedure (`<table>_claim`, made by
@@ -78,14 +78,14 @@ pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 ///
 /// **Connections.** [`connect`](MySqlStore::connect) keeps its own
 /// dedicated connections and reuses them *without* a health check, so every
-/// step is exactly one network turn. A sqlx `MySqlPool` pings each
+/// operation is exactly one network turn. A sqlx `MySqlPool` pings each
 /// connection when it returns to the pool (and, unless
 /// `test_before_acquire(false)`, before handing it out): through
-/// [`from_pool`](MySqlStore::from_pool) a step costs the caller one turn
+/// [`from_pool`](MySqlStore::from_pool) an operation costs the caller one turn
 /// of latency plus one or two pings. Without the ping, a connection that
 /// died while idle is found out by the statement itself: the store then
-/// drops every idle connection and sends the step once more on a new one
-/// (each step is written to be safe to send twice); a server that is down
+/// drops every idle connection and sends the operation once more on a new one
+/// (each operation is written to be safe to send twice); a server that is down
 /// is `Error::Store`, and the body does not run.
 ///
 /// **Transactions.** [`in_transaction`](MySqlStore::in_transaction) runs
@@ -149,14 +149,14 @@ impl MySqlStore {
         Self::builder().connect(url).await
     }
 
-    /// A store on the caller's sqlx pool, table `idem_records`. Every step
+    /// A store on the caller's sqlx pool, table `idem_records`. Every operation
     /// pays the pool's pings (see [`MySqlStore`]).
     ///
     /// ```no_run
     /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use sqlx::mysql::MySqlPoolOptions;
     /// let pool = MySqlPoolOptions::new()
-    ///     // The release ping stays; this removes the one before each step.
+    ///     // The release ping stays; this removes the one before each operation.
     ///     .test_before_acquire(false)
     ///     .connect("mysql://app@localhost/app")
     ///     .await?;
@@ -217,12 +217,14 @@ impl MySqlStore {
             .await
     }
 
-    /// Deletes expired records, claims and steps, oldest first, in
+    /// Deletes expired records and steps, and claims that lapsed more than
+    /// [`LAPSED_CLAIM_KEPT`](idem_core::store::LAPSED_CLAIM_KEPT) ago (a
+    /// lapsed claim is the evidence a takeover and its reconcile need), oldest first, in
     /// statements of at most [`purge_batch`](MySqlStoreBuilder::purge_batch)
     /// rows, and returns how many it deleted; a record past its TTL whose
     /// tombstone stands loses its value instead (counted too) and is
     /// deleted once the tombstone has passed. Expired rows are already
-    /// ignored by every step; this only reclaims space. Run it every few
+    /// ignored by every operation; purging them only reclaims space. Run it every few
     /// minutes from one place, e.g. a tokio task:
     ///
     /// ```no_run

@@ -29,11 +29,11 @@ pub use tx::{InTransaction, TxHandle};
 
 /// Connections [`PostgresStore::connect`] opens at most, unless set.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = settings::DEFAULT_MAX_CONNECTIONS;
-/// How long a step waits for a free connection (or for a new one to
+/// How long a store operation waits for a free connection (or for a new one to
 /// open) before failing with `Error::Store`, unless set.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = settings::DEFAULT_ACQUIRE_TIMEOUT;
 
-/// How long a step waits for the server's answer by default: 5 seconds.
+/// How long a store operation waits for the server's answer by default: 5 seconds.
 /// A stalled server (paused, partitioned, overloaded) fails callers within
 /// this bound instead of hanging them; a claim waiting on a row locked by
 /// another caller's open transaction waits within it too.
@@ -48,7 +48,7 @@ pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 /// Records in PostgreSQL: for several replicas that share a database, with
 /// records that survive restarts.
 ///
-/// Each step (claim, complete, release, renew) is **one statement**, sent
+/// Each store operation (claim, complete, release, renew) is **one statement**, sent
 /// in one round trip and atomic at READ COMMITTED; a replayed duplicate is
 /// one statement: a `SELECT` of the completed row where this store saw the
 /// key completed, else the claim statement. Lease and TTL expiry are judged by the
@@ -59,14 +59,14 @@ pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 ///
 /// **Connections.** [`connect`](PostgresStore::connect) keeps its own
 /// dedicated connections and reuses them *without* a health check, so every
-/// step is exactly one network turn. A sqlx `PgPool` pings each connection
+/// operation is exactly one network turn. A sqlx `PgPool` pings each connection
 /// when it returns to the pool (and, unless `test_before_acquire(false)`,
 /// before handing it out): through [`from_pool`](PostgresStore::from_pool)
-/// a step costs the caller one turn of latency plus one or two pings (two
+/// an operation costs the caller one turn of latency plus one or two pings (two
 /// or three turns of server work in all). Without the ping, a connection
 /// that died while idle is found out by the statement itself: the store
-/// then drops every idle connection and sends the step once more on a new
-/// one (each step is written to be safe to send twice), so a server
+/// then drops every idle connection and sends the operation once more on a new
+/// one (each operation is written to be safe to send twice), so a server
 /// restart costs no error while the server is back; a server that is down
 /// is `Error::Store`, and the body does not run.
 ///
@@ -115,13 +115,13 @@ impl PostgresStore {
     }
 
     /// A store on the caller's sqlx pool, table `public.idem_records`.
-    /// Every step pays the pool's pings (see [`PostgresStore`]).
+    /// Every operation pays the pool's pings (see [`PostgresStore`]).
     ///
     /// ```no_run
     /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use sqlx::postgres::PgPoolOptions;
     /// let pool = PgPoolOptions::new()
-    ///     // The release ping stays; this removes the one before each step.
+    ///     // The release ping stays; this removes the one before each operation.
     ///     .test_before_acquire(false)
     ///     .connect("postgres://app@localhost/app")
     ///     .await?;
@@ -181,13 +181,15 @@ impl PostgresStore {
             .await
     }
 
-    /// Deletes expired records, claims and steps, in statements of at most
+    /// Deletes expired records and steps, and claims that lapsed more than
+    /// [`LAPSED_CLAIM_KEPT`](idem_core::store::LAPSED_CLAIM_KEPT) ago (a
+    /// lapsed claim is the evidence a takeover and its reconcile need), in statements of at most
     /// [`purge_batch`](PostgresStoreBuilder::purge_batch) rows (rows locked
     /// by a running claim are skipped), and returns how many it deleted; a
     /// record past its TTL whose tombstone stands loses its value instead
     /// (counted too) and is deleted once the tombstone has passed.
-    /// Expired rows are already ignored by every step; this only reclaims
-    /// space. Run it every few minutes from one place, e.g. a tokio task:
+    /// Expired records are already ignored by every operation; purging them
+    /// only reclaims space. Run it every few minutes from one place, e.g. a tokio task:
     ///
     /// ```no_run
     /// # async fn f(store: idem::PostgresStore) {

@@ -24,7 +24,7 @@ macro_rules! settings_setters {
                 self
             }
 
-            /// How long a step waits for a connection before `Error::Store`
+            /// How long a store operation waits for a connection before `Error::Store`
             /// (default 5 s).
             ///
             /// ```no_run
@@ -38,10 +38,10 @@ macro_rules! settings_setters {
                 self
             }
 
-            /// How long a step (claim, complete, release, renew, save a step)
+            /// How long a store operation (claim, complete, release, renew, save a step)
             /// waits for the server's answer before `Error::Store`. Default:
             /// [`DEFAULT_RESPONSE_TIMEOUT`](super::DEFAULT_RESPONSE_TIMEOUT) (5 s).
-            /// The connection is closed after a timeout; whether the step took
+            /// The connection is closed after a timeout; whether the operation took
             /// effect is unknown (a claim then ends with its lease; a completion
             /// that did land is replayed).
             ///

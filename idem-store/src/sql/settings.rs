@@ -16,9 +16,9 @@ use crate::conns::Conns;
 
 /// Connections `connect` opens at most, unless set.
 pub(crate) const DEFAULT_MAX_CONNECTIONS: u32 = 10;
-/// How long a step waits for a connection, unless set.
+/// How long a store operation waits for a connection, unless set.
 pub(crate) const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a step waits for the server's answer, unless set.
+/// How long a store operation waits for the server's answer, unless set.
 pub(crate) const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How many rows one purge statement deletes, unless set.
 pub(crate) const DEFAULT_PURGE_BATCH: u32 = 5_000;
