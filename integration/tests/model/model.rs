@@ -274,6 +274,23 @@ impl Key {
     /// The holder vanished at `now`, with its effect if any: its claim
     /// stays until its lease lapses (renewed every third of a lease, so
     /// at least half a lease is left).
+    /// A claim of `p` won at `now` whose answer came after its whole
+    /// lease: the renewal before the body found it lapsed, so the body did
+    /// not run (`LeaseLost`, fail closed), and the claim stays as a
+    /// vanished holder's without an effect.
+    pub(crate) fn won_too_late(&mut self, p: Payload, times: Times, now: Span) {
+        self.slot = Slot::Held(Held {
+            p,
+            live: false,
+            lease_end: Span {
+                lo: now.lo,
+                hi: now.hi,
+            },
+            effect: None,
+            evidence: now.plus(times.ttl),
+        });
+    }
+
     pub(crate) fn vanished(&mut self, effect: Option<String>, now: Span) {
         if let Slot::Held(held) = &mut self.slot {
             held.live = false;

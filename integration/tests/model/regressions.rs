@@ -240,3 +240,30 @@ async fn item5_tombstone_max_panics_after_the_body_ran() {
     )
     .await;
 }
+
+/// Found by `scripts/explore` (seed 2, SQLite, a loaded machine) after the
+/// fixes: a claim whose answer came after its whole lease must not run its
+/// body (the renewal before it finds the claim lapsed: `LeaseLost`), and
+/// the claim then stands as a vanished holder's without an effect, so the
+/// retry takes it over. The model had allowed only a run.
+#[tokio::test]
+async fn a_claim_answered_after_its_whole_lease_does_not_run() {
+    check(
+        Backend::Sqlite,
+        vec![
+            Start {
+                p: B,
+                rec: Truthful,
+                late: true,
+            },
+            Advance { quarters: 4 },
+            Call {
+                p: B,
+                rec: Truthful,
+                dur: Normal,
+                end: Done,
+            },
+        ],
+    )
+    .await;
+}

@@ -330,6 +330,11 @@ impl Sut {
             () = gates.entered.notified() => Seen::Entered,
             out = &mut task => joined(out),
         };
+        if late && seen == Seen::LeaseLost && self.now() >= lo + self.lease {
+            let times = Times::of(Dur::Normal, self.lease);
+            self.model.won_too_late(p, times, self.span(lo));
+            return Ok(());
+        }
         self.judged(p, rec, Dur::Normal, lo, seen.clone())?;
         if seen == Seen::Entered {
             self.holder = Some(Holder {
