@@ -17,8 +17,8 @@ use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::Sha256;
 
-use crate::http::principal::PrincipalRule;
-use crate::http::{IdempotencyLayer, Problem};
+use crate::principal::PrincipalRule;
+use crate::{IdempotencyLayer, Problem};
 
 type HmacSha256 = Hmac<Sha256>;
 

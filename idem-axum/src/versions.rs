@@ -10,7 +10,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponseParts, ResponseParts};
 
-use crate::http::Problem;
+use crate::Problem;
 
 /// An entity tag (RFC 9110 §8.8.3): the version of a resource, sent in
 /// `ETag` and named again in `If-Match`.
