@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use idem_core::fingerprint::Fingerprint;
 use crate::stored::StoredResponse;
+use idem_core::fingerprint::Fingerprint;
 use idem_core::key::RecordKey;
 
 /// How an attempt ended, as its waiters need to know.

@@ -5,8 +5,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName};
 use serde::{Deserialize, Serialize};
 
-use idem_core::KeyPart;
 use crate::Problem;
+use idem_core::KeyPart;
 use idem_core::key::KeyHasher;
 
 /// The request header that carries the key: `Idempotency-Key`.

@@ -16,8 +16,6 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::{oneshot, watch};
 use tower::Service;
 
-use idem_core::Failed;
-use idem_core::fingerprint::Fingerprint;
 use crate::answers::{failed_attempt, replay, response_failed, too_large};
 use crate::flights::{Ended, Joined};
 use crate::layer::Config;
@@ -25,6 +23,8 @@ use crate::scope::{HttpScope, fingerprint};
 use crate::stored::{Head, Kept, StoredResponse};
 use crate::tee::{Captured, Tail, tee};
 use crate::{IDEMPOTENT_STORED, IdempotencyKey, Problem, idempotency_key};
+use idem_core::Failed;
+use idem_core::fingerprint::Fingerprint;
 use idem_core::{Error, Reported};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
