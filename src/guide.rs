@@ -25,11 +25,13 @@
 pub mod attribute;
 #[cfg(feature = "client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
-pub mod client;
+#[doc(inline)]
+pub use idem_reqwest::guide as client;
 pub mod faults;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub mod http;
+#[doc(inline)]
+pub use idem_axum::guide as http;
 pub mod operations;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]

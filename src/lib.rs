@@ -139,13 +139,19 @@ pub use idem_store::mysql;
 #[doc(no_inline)]
 pub use idem_store::MySqlStore;
 
+// The integrations are crates of their own (`idem-axum`, `idem-reqwest`),
+// here under the paths applications write.
+
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub mod http;
+#[doc(inline)]
+pub use idem_axum as http;
 
 #[cfg(feature = "client")]
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
-pub mod client;
+#[doc(inline)]
+pub use idem_reqwest as client;
+
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;

@@ -4,12 +4,12 @@
 use axum::http::request::Parts;
 use bytes::Bytes;
 
-use crate::KeyPart;
-use crate::fingerprint::{Digester, Fingerprint, FingerprintError};
-use crate::key::KeyHasher;
+use idem_core::KeyPart;
+use idem_core::fingerprint::{Digester, Fingerprint, FingerprintError};
+use idem_core::key::KeyHasher;
 
 /// SHA-256 over the request's path and query and its body: the body's
-/// bytes, or with [`canonical_json`](crate::http::IdempotencyLayer::canonical_json)
+/// bytes, or with [`canonical_json`](crate::IdempotencyLayer::canonical_json)
 /// the JSON value it parses as (map order and whitespace then do not
 /// matter; a body that is not JSON is hashed as bytes).
 pub(crate) fn fingerprint(

@@ -2,13 +2,13 @@
 
 use std::fmt;
 
-/// The [`deadline`](crate::client::IdempotencyMiddleware::deadline) ran out
+/// The [`deadline`](crate::IdempotencyMiddleware::deadline) ran out
 /// while an attempt was still waiting for its answer.
 ///
 /// It reaches the caller as `reqwest_middleware::Error::Middleware`. The
 /// server may have run the request (or still be running it): try again
 /// later **with the same key**, which is why a caller that may do so sets
-/// its own (see [`new_key`](crate::client::new_key)).
+/// its own (see [`new_key`](crate::new_key)).
 ///
 /// ```
 /// use idem::client::DeadlineExceeded;

@@ -1,38 +1,27 @@
 //! Token mode: idempotency keys the server issues, signed and bound to the
 //! caller, so the key's life is the server's and not the client's
-//! randomness.
+//! randomness. Here the issuer (its settings, its router, the layer's
+//! `.tokens`); the token's signed bytes in `signed.rs`, why one is refused
+//! in `error.rs`.
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::http::{HeaderName, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, Mac};
-use rand::RngCore;
-use sha2::Sha256;
 
-use crate::http::principal::PrincipalRule;
-use crate::http::{IdempotencyLayer, Problem};
+use crate::IdempotencyLayer;
+use crate::principal::PrincipalRule;
 
-type HmacSha256 = Hmac<Sha256>;
+mod error;
+mod signed;
 
-/// The token layout's version, its first byte.
-const VERSION: u8 = 1;
-const NONCE_BYTES: usize = 16;
-/// Version, expiry (milliseconds since the Unix epoch, big-endian), nonce.
-const BODY_BYTES: usize = 1 + 8 + NONCE_BYTES;
-const TAG_BYTES: usize = 32;
-const RAW_BYTES: usize = BODY_BYTES + TAG_BYTES;
-/// `RAW_BYTES` in unpadded base64url.
-const TOKEN_CHARS: usize = (RAW_BYTES * 4).div_ceil(3);
-/// Signed before the token, so no other HMAC of these secrets verifies.
-const DOMAIN: &[u8] = b"idem/http/token/v1";
+pub use error::TokenError;
+use signed::HmacSha256;
 
 /// The default lifetime of a token: one hour.
 pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(3600);
@@ -102,7 +91,7 @@ impl TokenIssuer {
     pub fn new(secret: impl AsRef<[u8]>) -> Self {
         Self {
             inner: Arc::new(Issuer {
-                secrets: vec![keyed(secret.as_ref())],
+                secrets: vec![signed::keyed(secret.as_ref())],
                 ttl: DEFAULT_TOKEN_TTL,
                 principal: PrincipalRule::default(),
             }),
@@ -121,7 +110,7 @@ impl TokenIssuer {
     pub fn also_accept(mut self, secret: impl AsRef<[u8]>) -> Self {
         Arc::make_mut(&mut self.inner)
             .secrets
-            .push(keyed(secret.as_ref()));
+            .push(signed::keyed(secret.as_ref()));
         self
     }
 
@@ -204,14 +193,7 @@ impl TokenIssuer {
     /// assert_ne!(issuer.issue(b"user-42"), token, "random");
     /// ```
     pub fn issue(&self, principal: &[u8]) -> String {
-        let expiry = now_millis().saturating_add(millis(self.inner.ttl));
-        let mut raw = [0u8; RAW_BYTES];
-        raw[0] = VERSION;
-        raw[1..9].copy_from_slice(&expiry.to_be_bytes());
-        rand::rng().fill_bytes(&mut raw[9..BODY_BYTES]);
-        let tag = sign(&self.inner.secrets[0], &raw[..BODY_BYTES], principal).finalize();
-        raw[BODY_BYTES..].copy_from_slice(&tag.into_bytes());
-        URL_SAFE_NO_PAD.encode(raw)
+        signed::seal(&self.inner.secrets[0], self.inner.ttl, principal)
     }
 
     /// A new token for the caller of a request, found as
@@ -244,25 +226,7 @@ impl TokenIssuer {
     /// assert_eq!(issuer.verify("8e03978e-40d5-43e8-bc93-6894a57f9324", b"alice"), Err(TokenError::Invalid));
     /// ```
     pub fn verify(&self, token: &str, principal: &[u8]) -> Result<(), TokenError> {
-        let raw = decode(token).ok_or(TokenError::Invalid)?;
-        let (body, tag) = raw.split_at(BODY_BYTES);
-        if body[0] != VERSION {
-            return Err(TokenError::Invalid);
-        }
-        let signed = self
-            .inner
-            .secrets
-            .iter()
-            .any(|secret| sign(secret, body, principal).verify_slice(tag).is_ok());
-        if !signed {
-            return Err(TokenError::Invalid);
-        }
-        let mut expiry = [0u8; 8];
-        expiry.copy_from_slice(&body[1..9]);
-        if now_millis() >= u64::from_be_bytes(expiry) {
-            return Err(TokenError::Expired);
-        }
-        Ok(())
+        signed::open(&self.inner.secrets, token, principal)
     }
 
     /// [`verify`](Self::verify) for the caller of a request, found as
@@ -333,99 +297,6 @@ impl fmt::Debug for TokenIssuer {
     }
 }
 
-fn keyed(secret: &[u8]) -> HmacSha256 {
-    // HMAC takes keys of any length: this never fails.
-    <HmacSha256 as Mac>::new_from_slice(secret).expect("HMAC accepts any key length")
-}
-
-fn sign(secret: &HmacSha256, body: &[u8], principal: &[u8]) -> HmacSha256 {
-    let mut mac = secret.clone();
-    mac.update(DOMAIN);
-    // The body has a fixed length, so the principal after it is unambiguous.
-    mac.update(body);
-    mac.update(principal);
-    mac
-}
-
-/// The token's bytes, if it is a token's length of canonical base64url.
-fn decode(token: &str) -> Option<Vec<u8>> {
-    if token.len() != TOKEN_CHARS {
-        return None;
-    }
-    URL_SAFE_NO_PAD
-        .decode(token)
-        .ok()
-        .filter(|raw| raw.len() == RAW_BYTES)
-}
-
-fn now_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, millis)
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Why a token was refused.
-///
-/// ```
-/// use idem::http::{TokenError, Problem};
-///
-/// let problem = Problem::from(TokenError::Expired);
-/// assert_eq!(problem.status(), 400);
-/// assert!(problem.type_uri().ends_with("#token-expired"));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TokenError {
-    /// Not a token this issuer made for this caller: malformed, altered,
-    /// signed with a secret no longer accepted, issued to another caller,
-    /// or made by the client.
-    Invalid,
-    /// A genuine token for this caller, past its expiry.
-    Expired,
-}
-
-impl fmt::Display for TokenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TokenError::Invalid => "not a token issued for this caller",
-            TokenError::Expired => "the token has expired",
-        })
-    }
-}
-
-impl std::error::Error for TokenError {}
-
-/// 400 `invalid-token` or `token-expired`.
-impl From<TokenError> for Problem {
-    fn from(err: TokenError) -> Self {
-        match err {
-            TokenError::Invalid => Problem::new(
-                400,
-                "invalid-token",
-                "Invalid idempotency token",
-                "The Idempotency-Key is not a token this server issued to you (it is malformed, altered, issued to another caller, or signed with a retired secret); nothing was processed. Ask for a new token.",
-            ),
-            TokenError::Expired => Problem::new(
-                400,
-                "token-expired",
-                "Idempotency token expired",
-                "The Idempotency-Key is a token that has expired; this request was not processed (an earlier one with this token may have been). Ask for a new token.",
-            ),
-        }
-    }
-}
-
-/// The 400 problem+json answer.
-impl IntoResponse for TokenError {
-    fn into_response(self) -> Response {
-        Problem::from(self).into_response()
-    }
-}
-
 /// Token mode.
 impl IdempotencyLayer {
     /// Accepts only idempotency keys that `issuer` minted for this request's
@@ -454,6 +325,8 @@ pub fn fuzz_token(token: &[u8], principal: &[u8]) -> Result<(), TokenError> {
 
 #[cfg(test)]
 mod tests {
+    use rand::RngCore;
+
     use super::*;
 
     const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
@@ -462,7 +335,7 @@ mod tests {
     fn a_token_is_bound_to_its_principal_and_secret() {
         let issuer = TokenIssuer::new(SECRET);
         let token = issuer.issue(b"alice");
-        assert_eq!(token.len(), TOKEN_CHARS);
+        assert_eq!(token.len(), signed::TOKEN_CHARS);
         assert_eq!(issuer.verify(&token, b"alice"), Ok(()));
         assert_eq!(issuer.verify(&token, b"alic"), Err(TokenError::Invalid));
         assert_eq!(issuer.verify(&token, b""), Err(TokenError::Invalid));

@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, header};
 use sha2::{Digest, Sha256};
 
-use crate::http::IdempotencyLayer;
+use crate::IdempotencyLayer;
 
 type Principal = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 

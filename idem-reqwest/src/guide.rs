@@ -1,13 +1,13 @@
-//! The client half in depth (feature `client`).
+//! The client half in depth (`idem::guide::client`, feature `client` of idemkit).
 //!
-//! The [layer](super::http) runs each key once; only the client can make
+//! The [layer](https://docs.rs/idemkit/latest/idem/guide/http/index.html) runs each key once; only the client can make
 //! sure that the attempts of one logical request carry one key. A retry
 //! loop that makes a new key per attempt is exactly the double charge the
-//! server cannot see. [`IdempotencyMiddleware`](crate::client::IdempotencyMiddleware)
+//! server cannot see. [`IdempotencyMiddleware`](crate::IdempotencyMiddleware)
 //! is a [`reqwest-middleware`](https://docs.rs/reqwest-middleware)
-//! middleware that does it right; [`idem::client`](crate::client) shows it
+//! middleware that does it right; [`idem::client`](crate) shows it
 //! against a live server and says what to do
-//! [when the retries run out](crate::client#when-the-retries-run-out).
+//! [when the retries run out](crate#when-the-retries-run-out).
 //!
 //! ```toml
 //! [dependencies]

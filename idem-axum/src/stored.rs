@@ -8,7 +8,7 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::http::idempotency_key::IDEMPOTENT_REPLAYED;
+use crate::idempotency_key::IDEMPOTENT_REPLAYED;
 
 /// A response as stored. Bodies and header values are written as text when
 /// that is no longer than base64 (readable JSON bodies stay readable in
@@ -172,8 +172,8 @@ fn escaped_len(text: &str) -> usize {
 /// Decodes stored record bytes as a replayed response, for the fuzzer
 /// (`fuzz/`): any input is an answer or a `CodecError`, never a panic.
 #[doc(hidden)]
-pub fn fuzz_stored_response(bytes: &[u8]) -> Result<Response, crate::CodecError> {
-    crate::admin::decode_record::<StoredResponse>(bytes).map(|stored| stored.replay())
+pub fn fuzz_stored_response(bytes: &[u8]) -> Result<Response, idem_core::CodecError> {
+    idem_core::admin::decode_record::<StoredResponse>(bytes).map(|stored| stored.replay())
 }
 
 #[cfg(test)]

@@ -9,11 +9,11 @@ use reqwest_middleware::{Middleware, Next};
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
-use crate::client::DeadlineExceeded;
-use crate::client::attempt::{self, Then};
-use crate::client::backoff::Backoff;
-use crate::client::new_key::{IDEMPOTENCY_KEY, header_value, key_hash, new_key};
-use crate::client::retry;
+use crate::DeadlineExceeded;
+use crate::attempt::{self, Then};
+use crate::backoff::Backoff;
+use crate::new_key::{IDEMPOTENCY_KEY, header_value, key_hash, new_key};
+use crate::retry;
 
 /// Retries by default after the first attempt.
 pub const DEFAULT_MAX_RETRIES: u32 = 3;
@@ -24,7 +24,7 @@ pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
 
 /// A [`reqwest_middleware::Middleware`] that makes a client's unsafe
 /// requests safe to retry, and retries them: the client half of
-/// [`IdempotencyLayer`](crate::http::IdempotencyLayer), or of any server
+/// [`IdempotencyLayer`](https://docs.rs/idemkit/latest/idem/http/struct.IdempotencyLayer.html), or of any server
 /// that honours `Idempotency-Key`.
 ///
 /// For each request whose method is one of [`methods`](Self::methods)

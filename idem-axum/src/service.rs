@@ -12,9 +12,9 @@ use axum::http::{Request, Response};
 use bytes::Bytes;
 use tower::{Layer, Service};
 
-use crate::http::answers::{handler_panicked, runtime_stopped};
-use crate::http::layer::{Config, IdempotencyLayer};
-use crate::http::request;
+use crate::answers::{handler_panicked, runtime_stopped};
+use crate::layer::{Config, IdempotencyLayer};
+use crate::request;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -1,6 +1,12 @@
-//! Idempotent HTTP for axum (feature `axum`), after the IETF draft "The
-//! Idempotency-Key HTTP Header Field"
-//! (draft-ietf-httpapi-idempotency-key-header-07).
+//! Idempotent HTTP for axum, after the IETF draft "The Idempotency-Key
+//! HTTP Header Field" (draft-ietf-httpapi-idempotency-key-header-07).
+//!
+//! This crate is [idem](https://docs.rs/idemkit)'s axum integration, built
+//! on idem's public API alone. Applications use it as `idem::http`, with
+//! the `axum` feature of `idemkit` (`idemkit = { version = "0.1", features
+//! = ["axum"] }`), as every example here does; it is a crate of its own so
+//! that an axum major upgrade is a release of this crate, not of idem. The
+//! [`guide`] walks through it in depth.
 //!
 //! Two levels:
 //!
@@ -11,7 +17,7 @@
 //!   run the handler.
 //! - [`IdempotencyKey`], an extractor for handlers that call
 //!   `#[idempotent]` service functions themselves, and `IntoResponse` for
-//!   [`Error`](crate::Error), so such a handler can return
+//!   [`Error`](idem_core::Error), so such a handler can return
 //!   `Result<_, idem::Error>`.
 //!
 //! Beside them, token mode ([`TokenIssuer`] and
@@ -122,7 +128,7 @@
 //!
 //! ### store-misconfigured
 //! 500: the idempotency store cannot work as configured (a
-//! [`StoreErrorKind`](crate::StoreErrorKind) that does not pass by itself);
+//! [`StoreErrorKind`](idem_core::StoreErrorKind) that does not pass by itself);
 //! retrying will not help until an operator fixes it.
 //!
 //! ### invalid-option
@@ -169,6 +175,7 @@
 mod answers;
 mod defaults;
 mod flights;
+pub mod guide;
 mod idempotency_key;
 mod layer;
 mod principal;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use reqwest::{Request, Response};
 use tracing::field::Empty;
 
-use crate::client::retry::Retry;
+use crate::retry::Retry;
 
 /// What follows an attempt.
 #[derive(Debug, Clone, Copy)]

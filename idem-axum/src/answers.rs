@@ -9,8 +9,8 @@ use axum::body::Body;
 use axum::http::{HeaderValue, Response};
 use axum::response::IntoResponse;
 
-use crate::http::Problem;
-use crate::http::stored::StoredResponse;
+use crate::Problem;
+use crate::stored::StoredResponse;
 
 /// A stored answer for a duplicate, unless it is encoded in a way the
 /// duplicate refuses (`Accept-Encoding`): then 406, since idem does not

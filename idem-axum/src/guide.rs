@@ -1,7 +1,7 @@
-//! The axum layer in depth (feature `axum`).
+//! The axum layer in depth (`idem::guide::http`, feature `axum` of idemkit).
 //!
 //! HTTP clients retry: on a timeout, a dropped connection, a 502 from a
-//! proxy. [`idem::http`](crate::http) makes those retries safe for an axum
+//! proxy. [`idem::http`](crate) makes those retries safe for an axum
 //! service, following the IETF draft "The Idempotency-Key HTTP Header
 //! Field" (draft-ietf-httpapi-idempotency-key-header-07): the client sends
 //! a unique `Idempotency-Key` with each unsafe request, and the server runs
@@ -10,15 +10,15 @@
 //!
 //! # One handle, given to the layer and installed
 //!
-//! [`IdempotencyLayer::new`](crate::http::IdempotencyLayer::new) takes an
-//! [`Idempotency`](crate::Idempotency) and keeps it for the layer's own
+//! [`IdempotencyLayer::new`](crate::IdempotencyLayer::new) takes an
+//! [`Idempotency`](idem_core::Idempotency) and keeps it for the layer's own
 //! records. It does not install it: an `#[idempotent]` fn called by a
 //! handler, without `store = …`, uses the handle given to
-//! [`install`](crate::install), and without one answers
-//! [`Error::NotConfigured`](crate::Error::NotConfigured) (the layer then
-//! answers 500 [`not-configured`](crate::http#not-configured)). Make one
+//! [`install`](idem_core::install), and without one answers
+//! [`Error::NotConfigured`](idem_core::Error::NotConfigured) (the layer then
+//! answers 500 [`not-configured`](crate#not-configured)). Make one
 //! handle, install a clone, give a clone to the layer, and keep one to
-//! [`drain`](crate::Idempotency::drain) on shutdown: clones share the
+//! [`drain`](idem_core::Idempotency::drain) on shutdown: clones share the
 //! store, the renewer and the list of detached calls to wait for.
 //!
 //! # An `#[idempotent]` fn behind the layer
@@ -106,7 +106,7 @@
 //! The handler runs on a task of its own, detached from the connection: when
 //! the client times out or disconnects, hyper drops the connection's future
 //! but not the handler, which runs to completion and stores its answer for
-//! the client's retry (see [when the caller gives up](super::attribute#when-the-caller-gives-up)).
+//! the client's retry (see [when the caller gives up](https://docs.rs/idemkit/latest/idem/guide/attribute/index.html#when-the-caller-gives-up)).
 //! The response body is read to its end in the same way, whether or not
 //! the client is still there. On shutdown, after
 //! `axum::serve(…).with_graceful_shutdown(…)` returns, call
@@ -140,7 +140,7 @@
 //! `no-store`) and `Vary`.
 //!
 //! Every answer the layer gives (replays, 409 while running, 422, 400,
-//! 413, 503, the problem types) is listed on [`idem::http`](crate::http#answers).
+//! 413, 503, the problem types) is listed on [`idem::http`](crate#answers).
 //! Beyond that table: a 409's `Retry-After` is the route's recent run
 //! time (at most the first request's remaining lease); a handler that
 //! panicked is a 500 with nothing stored, so the retry runs; waiters

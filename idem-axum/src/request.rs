@@ -16,16 +16,16 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::{oneshot, watch};
 use tower::Service;
 
-use crate::Failed;
-use crate::fingerprint::Fingerprint;
-use crate::http::answers::{failed_attempt, replay, response_failed, too_large};
-use crate::http::flights::{Ended, Joined};
-use crate::http::layer::Config;
-use crate::http::scope::{HttpScope, fingerprint};
-use crate::http::stored::{Head, Kept, StoredResponse};
-use crate::http::tee::{Captured, Tail, tee};
-use crate::http::{IDEMPOTENT_STORED, IdempotencyKey, Problem, idempotency_key};
-use crate::{Error, Reported};
+use crate::answers::{failed_attempt, replay, response_failed, too_large};
+use crate::flights::{Ended, Joined};
+use crate::layer::Config;
+use crate::scope::{HttpScope, fingerprint};
+use crate::stored::{Head, Kept, StoredResponse};
+use crate::tee::{Captured, Tail, tee};
+use crate::{IDEMPOTENT_STORED, IdempotencyKey, Problem, idempotency_key};
+use idem_core::Failed;
+use idem_core::fingerprint::Fingerprint;
+use idem_core::{Error, Reported};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -146,7 +146,7 @@ where
         .idem
         .call(&scope, key.as_str())
         .ttl(config.ttl)
-        .site(crate::http::sites::site(&route));
+        .site(crate::sites::site(&route));
     if let Some(lease) = config.lease {
         call = call.lease(lease);
     }

@@ -5,9 +5,9 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName};
 use serde::{Deserialize, Serialize};
 
-use crate::KeyPart;
-use crate::http::Problem;
-use crate::key::KeyHasher;
+use crate::Problem;
+use idem_core::KeyPart;
+use idem_core::key::KeyHasher;
 
 /// The request header that carries the key: `Idempotency-Key`.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -47,7 +47,7 @@ pub const MAX_KEY_BYTES: usize = 255;
 /// The key is the client's choice, so put the caller in that function's
 /// `scope` (`scope = ("orders", user.id)`): otherwise a client who reuses
 /// or guesses another client's key gets that client's stored result.
-/// ([`IdempotencyLayer`](crate::http::IdempotencyLayer) does this itself,
+/// ([`IdempotencyLayer`](crate::IdempotencyLayer) does this itself,
 /// by a hash of the request's credentials.)
 ///
 /// ```
@@ -175,7 +175,7 @@ pub(crate) fn missing() -> Problem {
 }
 
 fn invalid(reason: &str) -> Problem {
-    Problem::from(crate::Error::InvalidKey(reason.to_owned()))
+    Problem::from(idem_core::Error::InvalidKey(reason.to_owned()))
 }
 
 const NOT_A_STRING: &str = "the key must be a structured-field string (\"…\") or a token, not an integer, decimal, byte sequence or boolean; quote it";

@@ -1,9 +1,17 @@
-//! The client half (feature `client`): a [`reqwest_middleware`] middleware
+//! The client half of idempotent HTTP: a [`reqwest_middleware`] middleware
 //! that gives each logical request one idempotency key and retries it with
 //! that key until it gets an answer.
 //!
+//! This crate is [idem](https://docs.rs/idemkit)'s reqwest integration.
+//! Applications use it as `idem::client`, with the `client` feature of
+//! `idemkit` (`idemkit = { version = "0.1", features = ["client"] }`), as
+//! the examples here do; it is a crate of its own so that a reqwest major
+//! upgrade is a release of this crate, not of idem. It needs no store and
+//! depends on no other part of idem. The [`guide`] walks through it in
+//! depth.
+//!
 //! A server that honours `Idempotency-Key` (such as
-//! [`IdempotencyLayer`](crate::http::IdempotencyLayer)) runs a request once
+//! [`IdempotencyLayer`](https://docs.rs/idemkit/latest/idem/http/struct.IdempotencyLayer.html)) runs a request once
 //! per key; it cannot tell a retry from a new request if the client makes a
 //! new key for each attempt. [`IdempotencyMiddleware`] makes the key once,
 //! before the first attempt, and re-sends the same request with it after a
@@ -66,6 +74,7 @@
 mod attempt;
 mod backoff;
 mod error;
+pub mod guide;
 mod middleware;
 mod new_key;
 mod retry;

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use axum::http::{HeaderName, Method, StatusCode, header, response};
 
-use crate::http::defaults::{captured_by_default, stores_by_default};
-use crate::http::flights::Flights;
-use crate::http::principal::PrincipalRule;
-use crate::http::run_times::RunTimes;
-use crate::http::token::TokenIssuer;
-use crate::{DEFAULT_TTL, Idempotency};
+use crate::defaults::{captured_by_default, stores_by_default};
+use crate::flights::Flights;
+use crate::principal::PrincipalRule;
+use crate::run_times::RunTimes;
+use crate::token::TokenIssuer;
+use idem_core::{DEFAULT_TTL, Idempotency};
 type StoreStatus = dyn Fn(StatusCode) -> bool + Send + Sync;
 type Capture = dyn Fn(&str, &response::Parts) -> bool + Send + Sync;
 
@@ -30,7 +30,7 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 /// For each request whose method is one of [`methods`](Self::methods)
 /// (POST and PATCH by default) the layer
 ///
-/// 1. reads the `Idempotency-Key` header ([`IdempotencyKey`](crate::http::IdempotencyKey)); a missing
+/// 1. reads the `Idempotency-Key` header ([`IdempotencyKey`](crate::IdempotencyKey)); a missing
 ///    key is 400 unless [`key_required(false)`](Self::key_required), then
 ///    the request passes through untouched; an invalid one is always 400;
 /// 2. scopes the key by method, matched route (axum's [`MatchedPath`](axum::extract::MatchedPath), or
@@ -82,8 +82,8 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 /// with its `Content-Encoding` and `Vary` and replayed as it is; a
 /// duplicate whose `Accept-Encoding` refuses that encoding gets 406.
 ///
-/// Errors are `application/problem+json` ([`Problem`](crate::http::Problem)). Other methods pass
-/// through. Inside the inner service, [`child_key`](crate::child_key)
+/// Errors are `application/problem+json` ([`Problem`](crate::Problem)). Other methods pass
+/// through. Inside the inner service, [`child_key`](idem_core::child_key)
 /// derives a key for a downstream API from this request's scope and key,
 /// the same on every retry.
 ///
@@ -224,9 +224,9 @@ impl IdempotencyLayer {
     }
 
     /// Keeps a tombstone for `tombstone` after the TTL
-    /// ([`Call::tombstone`](crate::Call::tombstone)): a duplicate that comes
+    /// ([`Call::tombstone`](idem_core::Call::tombstone)): a duplicate that comes
     /// after its stored response expired gets 410 with the
-    /// [`expired`](crate::http#expired) problem instead of running the
+    /// [`expired`](crate#expired) problem instead of running the
     /// handler again. Default: none (after the TTL a duplicate runs as new).
     ///
     /// ```
@@ -296,7 +296,7 @@ impl IdempotencyLayer {
     /// warning is logged. When the body's length is known up front the
     /// first response says so with `Idempotent-Stored: false`. Keep it
     /// below the handle's
-    /// [`max_record_bytes`](crate::IdempotencyBuilder::max_record_bytes)
+    /// [`max_record_bytes`](idem_core::IdempotencyBuilder::max_record_bytes)
     /// less a third (bodies may be stored as base64); a record that does
     /// not fit is settled the same way (its first response, sent once the
     /// record is written, carries no `Idempotent-Stored` header: the record
@@ -334,7 +334,7 @@ impl IdempotencyLayer {
     /// Which response statuses are stored and replayed; for the others the
     /// claim is released so a retry runs again. Default:
     /// [`stores_by_default`]. 412 and 428 (a failed or missing `If-Match`,
-    /// [`IfMatch`](crate::http::IfMatch)) are never stored, whatever this
+    /// [`IfMatch`](crate::IfMatch)) are never stored, whatever this
     /// says: the corrected retry with the same key must run.
     ///
     /// ```

@@ -1,5 +1,5 @@
 //! Requests in flight in this process, by record key, for duplicates that
-//! [wait](crate::http::IdempotencyLayer::wait): a duplicate that waited on
+//! [wait](crate::IdempotencyLayer::wait): a duplicate that waited on
 //! an attempt that failed (an answer not stored, such as a 5xx, or a
 //! panic) gets that attempt's answer instead of running the handler itself.
 //! Through the store alone it could not: the failed attempt releases its
@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use crate::fingerprint::Fingerprint;
-use crate::http::stored::StoredResponse;
-use crate::key::RecordKey;
+use crate::stored::StoredResponse;
+use idem_core::fingerprint::Fingerprint;
+use idem_core::key::RecordKey;
 
 /// How an attempt ended, as its waiters need to know.
 #[derive(Debug, Clone)]

@@ -4,14 +4,14 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use crate::CallSite;
+use idem_core::CallSite;
 
 /// Sites are leaked to be `'static` (metrics keys borrow them), so at
 /// most this many are made in a process; later routes share [`OTHER`].
 const MAX_SITES: usize = 256;
 
 /// The site of routes past [`MAX_SITES`].
-static OTHER: &CallSite = crate::call_site!("http");
+static OTHER: &CallSite = idem_core::call_site!("http");
 
 /// The site named `METHOD /route` (the route as matched, e.g.
 /// `/orders/{id}`, else the path).

@@ -12,7 +12,7 @@ const RELEASED_4XX: [u16; 25] = [
     425, 426, 428, 429, 431, 451,
 ];
 
-/// The default of [`IdempotencyLayer::store_status`](crate::http::IdempotencyLayer::store_status): what says something
+/// The default of [`IdempotencyLayer::store_status`](crate::IdempotencyLayer::store_status): what says something
 /// happened is stored; what says nothing happened releases the key.
 ///
 /// Stored: every 2xx, `303 See Other` (the usual answer to a POST that
@@ -45,7 +45,7 @@ pub fn stores_by_default(status: StatusCode) -> bool {
         || (status.is_client_error() && !RELEASED_4XX.contains(&status.as_u16()))
 }
 
-/// The default of [`IdempotencyLayer::capture`](crate::http::IdempotencyLayer::capture): every response but a
+/// The default of [`IdempotencyLayer::capture`](crate::IdempotencyLayer::capture): every response but a
 /// `text/event-stream` (server-sent events), which may never end.
 ///
 /// ```
