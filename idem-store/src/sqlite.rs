@@ -5,11 +5,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
-use idem_core::admin::Purged;
-use idem_core::fingerprint::Fingerprint;
-use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
-use idem_core::{Store, StoreError};
+use idem_contract::admin::Purged;
+use idem_contract::fingerprint::Fingerprint;
+use idem_contract::key::RecordKey;
+use idem_contract::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
+use idem_contract::{Store, StoreError};
 use sqlx::Row;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -32,7 +32,7 @@ macro_rules! now_ms {
 }
 use now_ms;
 
-/// [`LAPSED_CLAIM_KEPT`](idem_core::store::LAPSED_CLAIM_KEPT) in
+/// [`LAPSED_CLAIM_KEPT`](idem_contract::store::LAPSED_CLAIM_KEPT) in
 /// milliseconds, for the statements (a test checks the two agree).
 macro_rules! lapsed_kept_ms {
     () => {
@@ -537,6 +537,6 @@ mod tests {
     #[test]
     fn a_lapsed_claim_is_kept_as_long_as_the_contract_says() {
         let kept: u128 = lapsed_kept_ms!().parse().expect("a number");
-        assert_eq!(kept, idem_core::store::LAPSED_CLAIM_KEPT.as_millis());
+        assert_eq!(kept, idem_contract::store::LAPSED_CLAIM_KEPT.as_millis());
     }
 }
