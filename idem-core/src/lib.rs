@@ -44,11 +44,12 @@ pub mod testing;
 
 pub use idem_contract::{fingerprint, store};
 
-/// Idempotency keys and scopes, hashed: [`RecordKey`] (what a store is
-/// given), [`ShortKey`] (what logs and errors show), [`KeyHasher`] (what
-/// a [`KeyPart`] writes into) and [`DerivedKey`] (a key derived from a
-/// fn's parameters).
 pub mod key {
+    //! Idempotency keys and scopes, hashed: [`RecordKey`] (what a store is
+    //! given), [`ShortKey`] (what logs and errors show), [`KeyHasher`] (what
+    //! a [`KeyPart`] writes into) and [`DerivedKey`] (a key derived from a
+    //! fn's parameters).
+
     pub use idem_contract::key::*;
 
     mod derived;
@@ -67,13 +68,14 @@ pub mod key {
     }
 }
 
-/// Operating records: listing, inspecting, purging and counting them, for
-/// the `idem` CLI and for operators' own tools. A store that keeps enough
-/// per record (state, creation time, the call site's name) implements
-/// [`Admin`]; forgetting one key is [`Store::forget`](crate::Store::forget).
-/// A stored record's bytes read without its call's types with
-/// [`decode_record_json`].
 pub mod admin {
+    //! Operating records: listing, inspecting, purging and counting them, for
+    //! the `idem` CLI and for operators' own tools. A store that keeps enough
+    //! per record (state, creation time, the call site's name) implements
+    //! [`Admin`]; forgetting one key is
+    //! [`Store::forget`](crate::Store::forget). A stored record's bytes read
+    //! without its call's types with [`decode_record_json`].
+
     pub use idem_contract::admin::*;
 
     mod codec;
