@@ -28,10 +28,7 @@ impl Store for Disabled {
                 "idem: this handle is disabled (Idempotency::disabled): every body runs, nothing is stored, duplicates are not detected"
             )
         });
-        Ok(ClaimOutcome::Won {
-            took_over: false,
-            steps: Vec::new(),
-        })
+        Ok(ClaimOutcome::won(false, Vec::new()))
     }
 
     async fn complete(

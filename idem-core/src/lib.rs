@@ -2,6 +2,11 @@
 //! fingerprints, records, the [`Store`] trait, the call runtime that
 //! `#[idempotent]` expands to, and the errors.
 //!
+//! The store contract (the [`Store`] trait, keys, tokens, claims, store
+//! errors, the admin types) is the
+//! [`idem-contract`](https://docs.rs/idem-contract) crate, re-exported here
+//! at the same paths; a store's crate depends on that one alone.
+//!
 //! Users depend on the `idem` crate, which re-exports everything here.
 //!
 //! ```
@@ -23,9 +28,7 @@ mod context;
 mod detach;
 mod disabled;
 mod error;
-pub mod fingerprint;
 mod idempotency;
-pub mod key;
 mod observe;
 mod policy;
 #[cfg(feature = "axum")]
@@ -35,27 +38,66 @@ pub mod queue;
 mod record;
 mod renewal;
 mod step;
-pub mod store;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
-pub mod admin;
+pub use idem_contract::{fingerprint, store};
+
+pub mod key {
+    //! Idempotency keys and scopes, hashed: [`RecordKey`] (what a store is
+    //! given), [`ShortKey`] (what logs and errors show), [`KeyHasher`] (what
+    //! a [`KeyPart`] writes into) and [`DerivedKey`] (a key derived from a
+    //! fn's parameters).
+
+    pub use idem_contract::key::*;
+
+    mod derived;
+    mod text;
+
+    pub use derived::DerivedKey;
+    pub(crate) use idem_contract::__private::hex;
+    pub(crate) use idem_contract::KeyPart;
+    pub(crate) use text::ScopeText;
+
+    /// The human-readable form of a scope, for logs and errors.
+    pub(crate) fn describe<S: KeyPart + ?Sized>(scope: &S) -> String {
+        let mut out = String::new();
+        scope.describe(&mut out);
+        out
+    }
+}
+
+pub mod admin {
+    //! Operating records: listing, inspecting, purging and counting them, for
+    //! the `idem` CLI and for operators' own tools. A store that keeps enough
+    //! per record (state, creation time, the call site's name) implements
+    //! [`Admin`]; forgetting one key is
+    //! [`Store::forget`](crate::Store::forget). A stored record's bytes read
+    //! without its call's types with [`decode_record_json`].
+
+    pub use idem_contract::admin::*;
+
+    mod codec;
+    mod display;
+
+    pub use codec::{RecordParts, decode_record, decode_record_json, encode_record};
+    pub use display::display_value;
+}
 
 pub use call::{
     Body, Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, MAX_DURATION, NoReconcile, Ran, Reconcile,
     Reconciling, Reported,
 };
 pub use context::child_key;
-pub use error::{CodecError, Error, StoreError, StoreErrorKind};
+pub use error::{CodecError, Error};
+pub use idem_contract::{KeyPart, Store, StoreError, StoreErrorKind};
 pub use idempotency::{
     DEFAULT_MAX_RECORD_BYTES, Idempotency, IdempotencyBuilder, install, installed,
 };
-pub use key::part::KeyPart;
 pub use observe::CallSite;
 pub use policy::{ErrorPolicy, ReleaseErrors, ReplayErrors, replay_errors, replay_errors_if};
 pub use step::step;
-pub use store::contract::Store;
 
 // Crate-internal shorthands for items of the public modules.
 pub(crate) use fingerprint::{Digester, Fingerprint, FingerprintError};

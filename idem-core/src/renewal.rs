@@ -443,7 +443,7 @@ pub(crate) fn release_if_applied(
                     tracing::info!(key = %key.short(), "idem: a claim that had timed out was applied after all; released");
                     return;
                 }
-                Ok(Fence::Lost | Fence::Expired) => return,
+                Ok(_) => return,
                 Err(_) => wait *= 2,
             }
         }

@@ -17,7 +17,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use idem_core::key::RecordKey;
+use idem_contract::key::RecordKey;
 
 /// Slots in the table: 128 KiB of tags, enough that a working set of a
 /// few thousand hot keys rarely collides.

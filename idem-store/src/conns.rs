@@ -13,7 +13,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use idem_core::StoreError;
+use idem_contract::StoreError;
 use sqlx::{ConnectOptions, Connection};
 use tokio::sync::{Semaphore, SemaphorePermit};
 

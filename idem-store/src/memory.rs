@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use foldhash::HashMap;
-use idem_core::fingerprint::Fingerprint;
-use idem_core::key::RecordKey;
-use idem_core::store::{
+use idem_contract::fingerprint::Fingerprint;
+use idem_contract::key::RecordKey;
+use idem_contract::store::{
     Claim, ClaimOutcome, Fence, LAPSED_CLAIM_KEPT, Retention, StepId, Token, async_trait,
 };
-use idem_core::{Store, StoreError};
+use idem_contract::{Store, StoreError};
 use tokio::time::Instant;
 
 const SHARDS: usize = 64;

@@ -15,7 +15,7 @@ mod tx;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::StoreError;
+use idem_contract::StoreError;
 use sqlx::mysql::MySqlPool;
 
 use crate::sql::settings;

@@ -31,9 +31,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
-use idem_core::{Store, StoreError};
+use idem_contract::key::RecordKey;
+use idem_contract::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
+use idem_contract::{Store, StoreError};
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 

@@ -5,7 +5,7 @@
 //! their builders' settings; sending a statement; reading the rows of
 //! their admin queries; what `check_schema` says; which names they take.
 
-use idem_core::StoreError;
+use idem_contract::StoreError;
 
 pub(crate) mod admin;
 pub(crate) mod claimed;

@@ -4,11 +4,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use idem_core::admin::Purged;
-use idem_core::fingerprint::Fingerprint;
-use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
-use idem_core::{Store, StoreError};
+use idem_contract::admin::Purged;
+use idem_contract::fingerprint::Fingerprint;
+use idem_contract::key::RecordKey;
+use idem_contract::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
+use idem_contract::{Store, StoreError};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };

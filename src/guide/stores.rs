@@ -71,3 +71,9 @@
 //! the `idem-conformance` crate:
 //! `idem_conformance::suite!(async { Idempotency::new(MyStore::new()) });`
 //! in a test file of yours runs every case against your store.
+//!
+//! A store's crate depends on the store contract alone, the
+//! [`idem-contract`](https://docs.rs/idem-contract) crate: the same trait
+//! and types (`idem::Store` is `idem_contract::Store`), without the
+//! runtime, tokio, `metrics` or `arc-swap`; `idemkit` and
+//! `idem-conformance` are only its dev-dependencies.

@@ -52,7 +52,9 @@ impl<P> Call<P> {
             site.store_op(Op::Claim, sent);
             let (fingerprint, retry_after) = match answer {
                 Err(err) => return Err(self.claim_failed(err, on_drop, claim, span)),
-                Ok(ClaimOutcome::Won { took_over, steps }) => {
+                Ok(ClaimOutcome::Won {
+                    took_over, steps, ..
+                }) => {
                     tracing::debug!(scope = %self.scope, key = %self.key.short(), took_over, steps = steps.len(), "idem: claimed");
                     if took_over {
                         site.takeover();
@@ -63,6 +65,7 @@ impl<P> Call<P> {
                     fingerprint,
                     record,
                     expires_in,
+                    ..
                 }) => {
                     if let Some(cache) = cache {
                         cache.put(self.key, fingerprint, record.clone(), sent + expires_in);
@@ -72,11 +75,22 @@ impl<P> Call<P> {
                 Ok(ClaimOutcome::Expired {
                     fingerprint,
                     expired_ago,
+                    ..
                 }) => return Err(self.expired(&fingerprint, expired_ago, span)),
                 Ok(ClaimOutcome::InProgress {
                     fingerprint,
                     retry_after,
+                    ..
                 }) => (fingerprint, retry_after),
+                // An answer of a later contract than this runtime knows
+                // (`ClaimOutcome` is non-exhaustive): fail closed.
+                Ok(_) => {
+                    let err = StoreError::unsupported(
+                        "store",
+                        "a claim's answer this build of idem does not know",
+                    );
+                    return Err(self.claim_failed(err, on_drop, claim, span));
+                }
             };
             if !self.fingerprint.matches(&fingerprint) {
                 let err = Failed::Idem(self.mismatch());

@@ -82,7 +82,7 @@ impl<'s, S: Store + ?Sized> ClaimGuard<'s, S> {
 async fn release<S: Store + ?Sized>(store: &S, key: &RecordKey, token: Token) {
     match store.release(key, token).await {
         Ok(Fence::Held) => tracing::debug!(key = %key.short(), "idem: released"),
-        Ok(Fence::Lost | Fence::Expired) => {
+        Ok(_) => {
             tracing::debug!(key = %key.short(), "idem: nothing to release; lease lost")
         }
         Err(err) => {

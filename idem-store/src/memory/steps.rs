@@ -2,8 +2,8 @@
 
 use bytes::Bytes;
 use foldhash::HashMap;
-use idem_core::key::RecordKey;
-use idem_core::store::StepId;
+use idem_contract::key::RecordKey;
+use idem_contract::store::StepId;
 use tokio::time::Instant;
 
 /// The saved steps of every call that has some, by call.

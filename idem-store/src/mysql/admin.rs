@@ -2,10 +2,10 @@
 //! records, for `idem` the CLI. Not on the hot path: the statements are
 //! rendered per use.
 
-use idem_core::StoreError;
-use idem_core::admin::{Admin, ListFilter, Purged, RecordInfo, Stats};
-use idem_core::key::RecordKey;
-use idem_core::store::async_trait;
+use idem_contract::StoreError;
+use idem_contract::admin::{Admin, ListFilter, Purged, RecordInfo, Stats};
+use idem_contract::key::RecordKey;
+use idem_contract::store::async_trait;
 use sqlx::Row;
 use sqlx::mysql::MySqlRow;
 

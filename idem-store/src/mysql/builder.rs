@@ -1,6 +1,6 @@
 //! The settings of a `MySqlStore` and the ways to connect it.
 
-use idem_core::StoreError;
+use idem_contract::StoreError;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 
 use super::BACKEND;

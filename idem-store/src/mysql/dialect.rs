@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use idem_core::StoreError;
-use idem_core::store::{ClaimOutcome, Retention};
+use idem_contract::StoreError;
+use idem_contract::store::{ClaimOutcome, Retention};
 use sqlx::Row;
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 

@@ -3,8 +3,8 @@
 //! step.
 
 use bytes::Bytes;
-use idem_core::StoreError;
-use idem_core::store::{ClaimOutcome, StepId};
+use idem_contract::StoreError;
+use idem_contract::store::{ClaimOutcome, StepId};
 use sqlx::Row;
 use sqlx::mysql::MySqlRow;
 

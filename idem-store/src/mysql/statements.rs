@@ -8,8 +8,8 @@
 //! value is bound (`?`); MySQL numbers parameters by position, so a value
 //! used twice is bound twice.
 
-use idem_core::StoreError;
-use idem_core::store::LAPSED_CLAIM_KEPT;
+use idem_contract::StoreError;
+use idem_contract::store::LAPSED_CLAIM_KEPT;
 
 use super::{BACKEND, NOW};
 use crate::sql::claimed::COMPLETED;

@@ -2,7 +2,7 @@
 //! records (`<table>_steps`): a release deletes the record row, not its
 //! steps. The claim procedure returns them with a won claim, one row each.
 
-use idem_core::store::StepId;
+use idem_contract::store::StepId;
 
 use super::NOW;
 

@@ -1,6 +1,6 @@
 //! The settings of a `PostgresStore` and the ways to connect it.
 
-use idem_core::StoreError;
+use idem_contract::StoreError;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 
 use super::BACKEND;

@@ -1,8 +1,8 @@
 //! Decoding the row the claim statement answers: outcome, fingerprint,
 //! record, remaining microseconds (read by `crate::sql::claimed`), steps.
 
-use idem_core::StoreError;
-use idem_core::store::ClaimOutcome;
+use idem_contract::StoreError;
+use idem_contract::store::ClaimOutcome;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 

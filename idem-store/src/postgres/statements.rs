@@ -9,8 +9,8 @@
 //! statement began was written at a later `statement_timestamp()` than
 //! ours, and by ours it would have more than its whole lease left.
 
-use idem_core::StoreError;
-use idem_core::store::LAPSED_CLAIM_KEPT;
+use idem_contract::StoreError;
+use idem_contract::store::LAPSED_CLAIM_KEPT;
 
 use super::BACKEND;
 use crate::sql::claimed::{COMPLETED, IN_PROGRESS, TOOK_OVER, WON};

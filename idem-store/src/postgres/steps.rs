@@ -3,8 +3,8 @@
 //! steps. The claim statement returns them with a won claim.
 
 use bytes::Bytes;
-use idem_core::StoreError;
-use idem_core::store::StepId;
+use idem_contract::StoreError;
+use idem_contract::store::StepId;
 
 /// The statements of steps, rendered once per table.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::StoreError;
+use idem_contract::StoreError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::conn::store_error;

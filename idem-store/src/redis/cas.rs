@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use idem_core::StoreError;
-use idem_core::key::RecordKey;
-use idem_core::store::Fence;
+use idem_contract::StoreError;
+use idem_contract::key::RecordKey;
+use idem_contract::store::Fence;
 
 use super::RedisStore;
 use super::conn::{command, store_error};

@@ -8,10 +8,10 @@ use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use idem_core::StoreError;
-use idem_core::fingerprint::Fingerprint;
-use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome};
+use idem_contract::StoreError;
+use idem_contract::fingerprint::Fingerprint;
+use idem_contract::key::RecordKey;
+use idem_contract::store::{Claim, ClaimOutcome};
 use redis::RedisWrite;
 
 use super::RedisStore;
@@ -370,8 +370,8 @@ fn from_value<T: redis::FromRedisValue>(value: Option<redis::Value>) -> Result<T
 
 #[cfg(test)]
 mod tests {
-    use idem_core::fingerprint::Fingerprint;
-    use idem_core::store::Token;
+    use idem_contract::fingerprint::Fingerprint;
+    use idem_contract::store::Token;
 
     use super::*;
 

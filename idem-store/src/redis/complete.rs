@@ -6,9 +6,9 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use idem_core::StoreError;
-use idem_core::key::RecordKey;
-use idem_core::store::{Fence, Retention, Token};
+use idem_contract::StoreError;
+use idem_contract::key::RecordKey;
+use idem_contract::store::{Fence, Retention, Token};
 use redis::Script;
 
 use super::RedisStore;

@@ -3,8 +3,8 @@
 
 use std::sync::atomic::Ordering;
 
-use idem_core::StoreError;
-use idem_core::key::RecordKey;
+use idem_contract::StoreError;
+use idem_contract::key::RecordKey;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, FromRedisValue, Script, ServerErrorKind};
 

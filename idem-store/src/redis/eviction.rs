@@ -3,7 +3,7 @@
 //! pressure may delete claims and records, and a retry then runs the body
 //! again.
 
-use idem_core::StoreError;
+use idem_contract::StoreError;
 use redis::Value;
 
 /// What the server said about its eviction policy, from `CONFIG GET

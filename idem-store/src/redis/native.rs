@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use foldhash::HashMap;
-use idem_core::key::RecordKey;
-use idem_core::store::{Fence, Token};
+use idem_contract::key::RecordKey;
+use idem_contract::store::{Fence, Token};
 
 /// `SET key value IFEQ old … GET` is understood.
 const SET_IFEQ: u8 = 1;

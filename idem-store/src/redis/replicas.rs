@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use idem_core::StoreError;
+use idem_contract::StoreError;
 
 /// How many replicas must acknowledge, and how long the server waits.
 #[derive(Debug, Clone, Copy)]

@@ -1,7 +1,7 @@
 //! The Lua of the fenced operations (complete, release, renew; the step save
 //! is in `steps.rs`) and how their answers read.
 
-use idem_core::store::Fence;
+use idem_contract::store::Fence;
 use redis::Script;
 
 // The fenced operations compare the claim's token inside Redis, so they are Lua

@@ -10,9 +10,9 @@
 //! script touch one slot.
 
 use bytes::Bytes;
-use idem_core::StoreError;
-use idem_core::key::RecordKey;
-use idem_core::store::{Fence, StepId};
+use idem_contract::StoreError;
+use idem_contract::key::RecordKey;
+use idem_contract::store::{Fence, StepId};
 
 use super::RedisStore;
 use super::conn::store_error;
@@ -94,7 +94,7 @@ impl RedisStore {
     pub(super) async fn save_step_fenced(
         &self,
         key: &RecordKey,
-        token: idem_core::store::Token,
+        token: idem_contract::store::Token,
         step: StepId,
         value: &[u8],
         ttl: std::time::Duration,

@@ -11,8 +11,8 @@
 //! completion are scripts (the record and the marker read or written in
 //! one step); every other call keeps the native claim and completion.
 
-use idem_core::key::RecordKey;
-use idem_core::store::Claim;
+use idem_contract::key::RecordKey;
+use idem_contract::store::Claim;
 
 use super::RedisStore;
 use super::conn::command;

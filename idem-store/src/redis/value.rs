@@ -5,9 +5,9 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use idem_core::StoreError;
-use idem_core::fingerprint::Fingerprint;
-use idem_core::store::{Claim, ClaimOutcome};
+use idem_contract::StoreError;
+use idem_contract::fingerprint::Fingerprint;
+use idem_contract::store::{Claim, ClaimOutcome};
 
 /// A duration in whole milliseconds, at least 1 (`PX` needs it).
 pub(super) fn millis(duration: Duration) -> u64 {
@@ -55,7 +55,8 @@ pub(super) fn remaining(pttl_ms: i64) -> Duration {
 /// so the lease left is its `PTTL` minus this, by Redis's clock. A day,
 /// the default TTL: a retry within it reconciles (the scripts hold the
 /// same figure, see `scripts.rs`).
-pub(super) const KEPT_AFTER_LEASE_MS: u64 = idem_core::store::LAPSED_CLAIM_KEPT.as_secs() * 1000;
+pub(super) const KEPT_AFTER_LEASE_MS: u64 =
+    idem_contract::store::LAPSED_CLAIM_KEPT.as_secs() * 1000;
 
 /// The `PX` of an in-progress claim of `lease`.
 pub(super) fn claim_px(lease: Duration) -> u64 {
@@ -206,7 +207,7 @@ pub(super) const RECORD_AT: usize = 1 + 32 + 8;
 
 #[cfg(test)]
 mod tests {
-    use idem_core::store::Token;
+    use idem_contract::store::Token;
 
     use super::*;
 

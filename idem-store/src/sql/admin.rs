@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use idem_core::StoreError;
-use idem_core::admin::{RecordInfo, RecordState, Stats};
-use idem_core::fingerprint::Fingerprint;
-use idem_core::key::RecordKey;
+use idem_contract::StoreError;
+use idem_contract::admin::{RecordInfo, RecordState, Stats};
+use idem_contract::fingerprint::Fingerprint;
+use idem_contract::key::RecordKey;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 fn micros_to(us: i64) -> Duration {

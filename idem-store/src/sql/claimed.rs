@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use idem_core::fingerprint::Fingerprint;
-use idem_core::store::{ClaimOutcome, StepId};
+use idem_contract::fingerprint::Fingerprint;
+use idem_contract::store::{ClaimOutcome, StepId};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 /// Claim outcomes as the claim statement reports them.

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use idem_core::StoreError;
-use idem_core::store::{Claim, ClaimOutcome, Retention};
+use idem_contract::StoreError;
+use idem_contract::store::{Claim, ClaimOutcome, Retention};
 use sqlx::{Connection, Database};
 
 use super::send::Answer;

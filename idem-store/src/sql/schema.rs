@@ -2,7 +2,7 @@
 //! at this release's schema version: the same words for PostgreSQL and
 //! MySQL, the store's names filled in.
 
-use idem_core::StoreError;
+use idem_contract::StoreError;
 
 /// Where a SQL store's records are expected, for `check_schema`'s errors.
 pub(crate) struct Expected<'a> {

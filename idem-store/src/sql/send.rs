@@ -5,8 +5,8 @@
 use std::pin::Pin;
 use std::time::Duration;
 
-use idem_core::StoreError;
-use idem_core::store::Fence;
+use idem_contract::StoreError;
+use idem_contract::store::Fence;
 use sqlx::{Connection, Database, Pool};
 
 use crate::conns::Conns;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::StoreError;
+use idem_contract::StoreError;
 use sqlx::Pool;
 
 use super::dialect::Dialect;

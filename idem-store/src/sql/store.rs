@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use idem_core::StoreError;
-use idem_core::admin::Purged;
-use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token};
+use idem_contract::StoreError;
+use idem_contract::admin::Purged;
+use idem_contract::key::RecordKey;
+use idem_contract::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token};
 
 use crate::completed::Completed;
 
@@ -212,51 +212,51 @@ where
 /// `inner`): one place for the steps, whatever the database.
 macro_rules! store_on_core {
     ($store:ty) => {
-        #[idem_core::store::async_trait]
-        impl idem_core::Store for $store {
+        #[idem_contract::store::async_trait]
+        impl idem_contract::Store for $store {
             async fn claim(
                 &self,
-                key: &idem_core::key::RecordKey,
-                claim: &idem_core::store::Claim,
-            ) -> Result<idem_core::store::ClaimOutcome, idem_core::StoreError> {
+                key: &idem_contract::key::RecordKey,
+                claim: &idem_contract::store::Claim,
+            ) -> Result<idem_contract::store::ClaimOutcome, idem_contract::StoreError> {
                 self.inner.claim(key, claim).await
             }
 
             async fn complete(
                 &self,
-                key: &idem_core::key::RecordKey,
-                token: idem_core::store::Token,
+                key: &idem_contract::key::RecordKey,
+                token: idem_contract::store::Token,
                 record: &[u8],
-                kept: idem_core::store::Retention,
-            ) -> Result<idem_core::store::Fence, idem_core::StoreError> {
+                kept: idem_contract::store::Retention,
+            ) -> Result<idem_contract::store::Fence, idem_contract::StoreError> {
                 self.inner.complete(key, token, record, kept).await
             }
 
             async fn release(
                 &self,
-                key: &idem_core::key::RecordKey,
-                token: idem_core::store::Token,
-            ) -> Result<idem_core::store::Fence, idem_core::StoreError> {
+                key: &idem_contract::key::RecordKey,
+                token: idem_contract::store::Token,
+            ) -> Result<idem_contract::store::Fence, idem_contract::StoreError> {
                 self.inner.release(key, token).await
             }
 
             async fn renew(
                 &self,
-                key: &idem_core::key::RecordKey,
-                token: idem_core::store::Token,
+                key: &idem_contract::key::RecordKey,
+                token: idem_contract::store::Token,
                 lease: std::time::Duration,
-            ) -> Result<idem_core::store::Fence, idem_core::StoreError> {
+            ) -> Result<idem_contract::store::Fence, idem_contract::StoreError> {
                 self.inner.renew(key, token, lease).await
             }
 
             async fn save_step(
                 &self,
-                key: &idem_core::key::RecordKey,
-                token: idem_core::store::Token,
-                step: idem_core::store::StepId,
+                key: &idem_contract::key::RecordKey,
+                token: idem_contract::store::Token,
+                step: idem_contract::store::StepId,
                 value: &[u8],
                 ttl: std::time::Duration,
-            ) -> Result<idem_core::store::Fence, idem_core::StoreError> {
+            ) -> Result<idem_contract::store::Fence, idem_contract::StoreError> {
                 self.inner.save_step(key, token, step, value, ttl).await
             }
 
@@ -266,8 +266,8 @@ macro_rules! store_on_core {
 
             async fn forget(
                 &self,
-                key: &idem_core::key::RecordKey,
-            ) -> Result<(), idem_core::StoreError> {
+                key: &idem_contract::key::RecordKey,
+            ) -> Result<(), idem_contract::StoreError> {
                 self.inner.forget(key).await
             }
         }

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use idem_core::StoreError;
-use idem_core::admin::{Admin, ListFilter, Purged, RecordInfo, RecordState, Stats};
-use idem_core::key::RecordKey;
-use idem_core::store::async_trait;
+use idem_contract::StoreError;
+use idem_contract::admin::{Admin, ListFilter, Purged, RecordInfo, RecordState, Stats};
+use idem_contract::key::RecordKey;
+use idem_contract::store::async_trait;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use idem_core::StoreError;
-use idem_core::key::RecordKey;
-use idem_core::store::{Claim, ClaimOutcome};
+use idem_contract::StoreError;
+use idem_contract::key::RecordKey;
+use idem_contract::store::{Claim, ClaimOutcome};
 use sqlx::Row;
 
 use super::{BACKEND, INSERT, SELECT, SqliteStore, err, fingerprint, millis, remaining, steps};

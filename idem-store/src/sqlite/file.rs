@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use idem_core::StoreError;
+use idem_contract::StoreError;
 
 /// The opened file's path and identity (device and inode).
 #[derive(Clone, Debug)]

@@ -1,7 +1,7 @@
 //! The statements of a `SqliteStore`, judged by SQLite's clock
 //! (`now_ms!`).
 
-/// [`LAPSED_CLAIM_KEPT`](idem_core::store::LAPSED_CLAIM_KEPT) in
+/// [`LAPSED_CLAIM_KEPT`](idem_contract::store::LAPSED_CLAIM_KEPT) in
 /// milliseconds, for the statements (a test checks the two agree).
 macro_rules! lapsed_kept_ms {
     () => {
@@ -119,6 +119,6 @@ mod tests {
     #[test]
     fn a_lapsed_claim_is_kept_as_long_as_the_contract_says() {
         let kept: u128 = lapsed_kept_ms!().parse().expect("a number");
-        assert_eq!(kept, idem_core::store::LAPSED_CLAIM_KEPT.as_millis());
+        assert_eq!(kept, idem_contract::store::LAPSED_CLAIM_KEPT.as_millis());
     }
 }

@@ -2,9 +2,9 @@
 //! the records: a release deletes the record row, not its steps.
 
 use bytes::Bytes;
-use idem_core::StoreError;
-use idem_core::key::RecordKey;
-use idem_core::store::StepId;
+use idem_contract::StoreError;
+use idem_contract::key::RecordKey;
+use idem_contract::store::StepId;
 use sqlx::Row;
 use sqlx::sqlite::SqlitePool;
 
@@ -43,7 +43,7 @@ const PURGE: &str = concat!(
 pub(super) async fn save(
     pool: &SqlitePool,
     key: &RecordKey,
-    token: idem_core::store::Token,
+    token: idem_contract::store::Token,
     step: StepId,
     value: &[u8],
     ttl: std::time::Duration,

@@ -7,21 +7,14 @@ use std::fmt;
 use sha2::{Digest as _, Sha256};
 
 pub(crate) mod part;
-mod text;
 
 pub(crate) use part::KeyPart;
-pub(crate) use part::describe;
-pub(crate) use text::ScopeText;
-
-mod derived;
-
-pub use derived::DerivedKey;
 
 /// The streaming hasher a [`KeyPart`] writes into.
 ///
 /// ```
-/// use idem::KeyPart;
-/// use idem::key::KeyHasher;
+/// use idem_contract::KeyPart;
+/// use idem_contract::key::KeyHasher;
 ///
 /// struct OrderId(u64);
 /// impl KeyPart for OrderId {
@@ -37,6 +30,15 @@ pub struct KeyHasher {
     sha: Sha256,
     // Whether any part carried a value: an empty key is refused.
     filled: bool,
+}
+
+/// Shows whether a part carried a value, never what was hashed.
+impl fmt::Debug for KeyHasher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyHasher")
+            .field("filled", &self.filled)
+            .finish_non_exhaustive()
+    }
 }
 
 const TAG_BYTES: u8 = 1;
@@ -97,7 +99,7 @@ impl KeyHasher {
 /// stored.
 ///
 /// ```
-/// use idem::key::RecordKey;
+/// use idem_contract::key::RecordKey;
 ///
 /// let key = RecordKey::new(&"payments", &"order-1");
 /// assert_eq!(key.as_bytes().len(), 32);
@@ -122,11 +124,10 @@ impl RecordKey {
         Self::checked(scope, key).0
     }
 
-    /// The record key, and whether `key` carried any value at all.
-    pub(crate) fn checked<S: KeyPart + ?Sized, K: KeyPart + ?Sized>(
-        scope: &S,
-        key: &K,
-    ) -> (Self, bool) {
+    /// The record key, and whether `key` carried any value at all (the
+    /// runtime refuses an empty key). For `idem-core`; not API.
+    #[doc(hidden)]
+    pub fn checked<S: KeyPart + ?Sized, K: KeyPart + ?Sized>(scope: &S, key: &K) -> (Self, bool) {
         let mut hasher = KeyHasher::new(b"idem/record-key/v1\0");
         scope.write_key(&mut hasher);
         hasher.write_tuple_header(0xFF);
@@ -167,8 +168,10 @@ impl RecordKey {
         id
     }
 
-    /// A key derived from this one and a name, for a downstream call.
-    pub(crate) fn child(&self, name: &str) -> String {
+    /// A key derived from this one and a name, for a downstream call
+    /// (`idem::child_key`). For `idem-core`; not API.
+    #[doc(hidden)]
+    pub fn child(&self, name: &str) -> String {
         let mut hasher = KeyHasher::new(b"idem/child-key/v1\0");
         hasher.write_bytes(&self.0);
         hasher.write_bytes(name.as_bytes());
@@ -243,6 +246,8 @@ mod tests {
 
     #[test]
     fn scope_description_joins_tuple_parts() {
-        assert_eq!(describe(&("payments", 42u64)), "payments/42");
+        let mut out = String::new();
+        ("payments", 42u64).describe(&mut out);
+        assert_eq!(out, "payments/42");
     }
 }

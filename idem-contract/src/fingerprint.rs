@@ -19,7 +19,7 @@ use serializer::HashSerializer;
 ///
 /// ```
 /// use std::collections::HashMap;
-/// use idem::fingerprint::Fingerprint;
+/// use idem_contract::fingerprint::Fingerprint;
 ///
 /// let a: HashMap<&str, u32> = [("x", 1), ("y", 2)].into();
 /// let b: HashMap<&str, u32> = [("y", 2), ("x", 1)].into();
@@ -72,7 +72,7 @@ impl fmt::Debug for Fingerprint {
 /// parameter.
 ///
 /// ```
-/// use idem::fingerprint::{Digester, Fingerprint};
+/// use idem_contract::fingerprint::{Digester, Fingerprint};
 ///
 /// let mut d = Digester::new();
 /// d.part(&"alice").unwrap();
@@ -82,6 +82,13 @@ impl fmt::Debug for Fingerprint {
 /// ```
 pub struct Digester {
     sha: Sha256,
+}
+
+/// Shows nothing of the parts hashed so far.
+impl fmt::Debug for Digester {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Digester").finish_non_exhaustive()
+    }
 }
 
 impl Default for Digester {

@@ -7,15 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::error::{CodecError, StoreError};
 use crate::fingerprint::Fingerprint;
 use crate::key::RecordKey;
-use crate::record::{self, Kind};
-use crate::store::contract::Store;
-
-mod display;
-
-pub use display::display_value;
+use crate::{Store, StoreError};
 
 /// Where a record stands, by the store's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,12 +25,12 @@ pub enum RecordState {
     Expired,
     /// A claim whose lease ran out without a result: its holder died or
     /// stopped renewing. Not in progress: the next call takes it over
-    /// (and asks [`reconcile`](crate::Call::reconcile), if set). Every
+    /// (and asks [`reconcile`](https://docs.rs/idemkit/latest/idem/struct.Call.html#method.reconcile), if set). Every
     /// store calls this state so, whether it keeps the claim until purged
     /// (the SQL stores) or for a while after its lease (Redis, a day).
     Lapsed,
     /// A completed record past its TTL whose tombstone stands
-    /// ([`Call::tombstone`](crate::Call::tombstone)): late duplicates get
+    /// ([`Call::tombstone`](https://docs.rs/idemkit/latest/idem/struct.Call.html#method.tombstone)): late duplicates get
     /// `Error::Expired` until it ends (`expires_in`); purging drops its
     /// value and keeps the rest until then.
     Tombstone,
@@ -47,7 +41,7 @@ impl RecordState {
     /// which holds a claim (`in_progress`) or a result.
     ///
     /// ```
-    /// use idem::admin::RecordState;
+    /// use idem_contract::admin::RecordState;
     /// assert_eq!(RecordState::of(true, true), RecordState::InProgress);
     /// assert_eq!(RecordState::of(false, true), RecordState::Lapsed);
     /// assert_eq!(RecordState::of(false, false), RecordState::Expired);
@@ -66,7 +60,7 @@ impl RecordState {
     /// whose tombstone has time left (`tombstone_live`).
     ///
     /// ```
-    /// use idem::admin::RecordState;
+    /// use idem_contract::admin::RecordState;
     /// assert_eq!(RecordState::of_row(false, false, true), RecordState::Tombstone);
     /// assert_eq!(RecordState::of_row(false, false, false), RecordState::Expired);
     /// assert_eq!(RecordState::of_row(true, false, true), RecordState::Completed);
@@ -94,8 +88,8 @@ impl RecordState {
 /// Stores build it with [`RecordInfo::new`] and set what they know.
 ///
 /// ```
-/// use idem::admin::{RecordInfo, RecordState};
-/// use idem::{fingerprint::Fingerprint, key::RecordKey};
+/// use idem_contract::admin::{RecordInfo, RecordState};
+/// use idem_contract::{fingerprint::Fingerprint, key::RecordKey};
 /// let mut info = RecordInfo::new(
 ///     RecordKey::new("orders", "o-1"),
 ///     RecordState::Completed,
@@ -109,7 +103,7 @@ impl RecordState {
 pub struct RecordInfo {
     /// The hashed key.
     pub key: RecordKey,
-    /// The call site's static name ([`Claim::site`](crate::Claim::site));
+    /// The call site's static name ([`Claim::site`](crate::store::Claim::site));
     /// `None` where the store does not keep it (Redis keeps it only while
     /// the claim is in progress).
     pub site: Option<String>,
@@ -126,7 +120,7 @@ pub struct RecordInfo {
     /// The stored record's size in bytes (0 while in progress).
     pub size: usize,
     /// The stored record, when asked for ([`Admin::inspect`]); decode it
-    /// with [`decode_record_json`].
+    /// with [`idem::admin::decode_record_json`](https://docs.rs/idemkit/latest/idem/admin/fn.decode_record_json.html).
     pub record: Option<Bytes>,
 }
 
@@ -151,7 +145,7 @@ impl RecordInfo {
 ///
 /// ```
 /// use std::time::Duration;
-/// use idem::admin::ListFilter;
+/// use idem_contract::admin::ListFilter;
 /// let stuck = ListFilter::default().in_progress().older_than(Duration::from_secs(600)).limit(50);
 /// assert!(stuck.in_progress);
 /// ```
@@ -224,17 +218,20 @@ pub struct Purged {
 /// What an operator does to a store's records as a whole. Implemented by
 /// `SqliteStore`, `PostgresStore`, `MySqlStore` and `RedisStore`.
 ///
-/// ```no_run
-/// # #[tokio::main] async fn main() -> Result<(), idem::StoreError> {
-/// use idem::admin::{Admin, ListFilter};
-/// let store = idem::SqliteStore::open("idem.db").await?;
-/// let stuck = ListFilter::default()
-///     .in_progress()
-///     .older_than(std::time::Duration::from_secs(600));
-/// for record in store.list(&stuck).await? {
-///     println!("{} {:?} {:?}", record.key.to_hex(), record.site, record.age);
+/// ```
+/// use idem_contract::StoreError;
+/// use idem_contract::admin::{Admin, ListFilter};
+///
+/// /// Prints the claims held for ten minutes or more, on any store.
+/// async fn stuck(store: &impl Admin) -> Result<(), StoreError> {
+///     let stuck = ListFilter::default()
+///         .in_progress()
+///         .older_than(std::time::Duration::from_secs(600));
+///     for record in store.list(&stuck).await? {
+///         println!("{} {:?} {:?}", record.key.to_hex(), record.site, record.age);
+///     }
+///     Ok(())
 /// }
-/// # Ok(()) }
 /// ```
 #[async_trait::async_trait]
 pub trait Admin: Store {
@@ -250,99 +247,4 @@ pub trait Admin: Store {
 
     /// Counts records by state.
     async fn stats(&self) -> Result<Stats, StoreError>;
-}
-
-/// A stored record's parts, its value as the record's own JSON.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct RecordParts {
-    /// `ok` (the function's value), `err` (a stored error) or `not_stored`
-    /// (the body ran; its result could not be stored).
-    pub kind: &'static str,
-    /// The value's version (0 unless the function sets one).
-    pub version: u32,
-    /// The name of the type stored, as written (for people, not checks).
-    pub type_name: String,
-    /// The value as stored: JSON, with format 3's escapes for what JSON
-    /// cannot carry left as written (`{"$u128":"…"}`, `{"$f64":"NaN"}`,
-    /// `{"$some":null}`, `{"$map":[[k,v],…]}`, a `$` key with one more
-    /// `$`), so nothing is lost; [`display_value`] renders them for
-    /// people. For `not_stored`, the reason as a string.
-    pub value: serde_json::Value,
-}
-
-/// Reads a stored record without knowing its type, for inspection: any
-/// record the library wrote reads, whatever its values (`u128::MAX`, NaN,
-/// `Some(None)`), and a value is never mistaken for a changed shape.
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use idem::admin::{Admin, decode_record_json};
-/// # let dir = std::env::temp_dir().join(format!("idem-doc-{}", std::process::id()));
-/// # std::fs::create_dir_all(&dir).unwrap();
-/// let store = idem::SqliteStore::open(dir.join("inspect.db")).await.unwrap();
-/// let idem = idem::Idempotency::new(store.clone());
-/// let _: Result<(u32, String), idem::Error> =
-///     idem.call("orders", "o-1").run(|| async { Ok((7, "ok".to_owned())) }).await;
-/// let info = store.inspect(&idem::key::RecordKey::new("orders", "o-1")).await.unwrap().unwrap();
-/// let parts = decode_record_json(&info.record.unwrap()).unwrap();
-/// assert_eq!(parts.value, serde_json::json!([7, "ok"]));
-/// # }
-/// ```
-pub fn decode_record_json(bytes: &[u8]) -> Result<RecordParts, CodecError> {
-    let parsed = record::parse(bytes)?;
-    let (kind, value) = match parsed.kind {
-        Kind::Ok => ("ok", raw_json(&parsed)?),
-        Kind::Err => ("err", raw_json(&parsed)?),
-        Kind::NotStored => (
-            "not_stored",
-            serde_json::Value::String(parsed.not_stored().to_string()),
-        ),
-    };
-    Ok(RecordParts {
-        kind,
-        version: parsed.version,
-        type_name: parsed.type_name.to_owned(),
-        value,
-    })
-}
-
-fn raw_json(parsed: &record::Parsed<'_>) -> Result<serde_json::Value, CodecError> {
-    parsed.raw_json().map_err(|source| CodecError::Json {
-        action: "read",
-        type_name: "serde_json::Value",
-        source,
-    })
-}
-
-/// Encodes `value` as the record a completed call stores for it, with no
-/// size limit: for tools and tests that write records (a migration, a
-/// fixture, a benchmark).
-///
-/// ```
-/// let bytes = idem::admin::encode_record(&(7u32, "ok")).unwrap();
-/// let back: (u32, String) = idem::admin::decode_record(&bytes).unwrap();
-/// assert_eq!(back, (7, "ok".to_owned()));
-/// ```
-pub fn encode_record<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
-    record::encode(Kind::Ok, value, usize::MAX)
-}
-
-/// Decodes a stored record's `Ok` value as `T`, as a replay would; a
-/// record of a result that could not be stored is
-/// [`CodecError::NotStored`], a stored error is
-/// [`CodecError::ErrorNotReplayable`].
-///
-/// ```
-/// let bytes = idem::admin::encode_record(&u128::MAX).unwrap();
-/// assert_eq!(idem::admin::decode_record::<u128>(&bytes).unwrap(), u128::MAX);
-/// assert!(idem::admin::decode_record::<u128>(b"not a record").is_err());
-/// ```
-pub fn decode_record<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
-    let parsed = record::parse(bytes)?;
-    match parsed.kind {
-        Kind::Ok => parsed.decode(),
-        Kind::NotStored => Err(parsed.not_stored()),
-        Kind::Err => Err(CodecError::ErrorNotReplayable(parsed.type_name.to_owned())),
-    }
 }

@@ -18,14 +18,14 @@ use crate::key::RecordKey;
 /// per protocol rule, run against a store the implementation builds.
 ///
 /// The trait has no `'static` bound, so a store may borrow (e.g. a
-/// database transaction, run with [`Call::run_on`](crate::Call::run_on));
-/// [`Idempotency`](crate::Idempotency) itself holds `'static` stores.
+/// database transaction, for the calls made on it);
+/// [`Idempotency`](https://docs.rs/idemkit/latest/idem/struct.Idempotency.html) itself holds `'static` stores.
 ///
 /// ```
 /// use std::time::Duration;
-/// use idem::key::RecordKey;
-/// use idem::store::{async_trait, Claim, ClaimOutcome, Fence, Retention, Token};
-/// use idem::{Store, StoreError};
+/// use idem_contract::key::RecordKey;
+/// use idem_contract::store::{async_trait, Claim, ClaimOutcome, Fence, Retention, Token};
+/// use idem_contract::{Store, StoreError};
 ///
 /// /// A store that is always down: every call fails closed.
 /// struct Down;
@@ -59,7 +59,7 @@ pub trait Store: Send + Sync {
     /// A claim whose lease lapsed is kept for
     /// [`LAPSED_CLAIM_KEPT`](super::LAPSED_CLAIM_KEPT) and taken over
     /// (`took_over`) only by a claim whose fingerprint
-    /// [matches](crate::Fingerprint::matches) it: to one of another
+    /// [matches](crate::fingerprint::Fingerprint::matches) it: to one of another
     /// payload the store answers [`ClaimOutcome::InProgress`] with the
     /// lapsed claim's fingerprint and no time left, which the caller
     /// reports as a mismatch. The vanished holder may have had its effect
@@ -130,7 +130,7 @@ pub trait Store: Send + Sync {
 
     /// Removes the record under `key`, completed or in progress, whoever
     /// holds it, so the next call runs the body; a key with no record is
-    /// `Ok`. An operator's step ([`Idempotency::forget`](crate::Idempotency::forget),
+    /// `Ok`. An operator's step ([`Idempotency::forget`](https://docs.rs/idemkit/latest/idem/struct.Idempotency.html#method.forget),
     /// `idem forget`), not part of a call: a body still running on a
     /// forgotten claim finds its lease lost when it completes.
     async fn forget(&self, key: &RecordKey) -> Result<(), StoreError>;

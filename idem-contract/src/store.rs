@@ -28,7 +28,7 @@ pub use async_trait::async_trait;
 /// free.
 ///
 /// ```
-/// assert_eq!(idem::store::LAPSED_CLAIM_KEPT.as_secs(), 24 * 60 * 60);
+/// assert_eq!(idem_contract::store::LAPSED_CLAIM_KEPT.as_secs(), 24 * 60 * 60);
 /// ```
 pub const LAPSED_CLAIM_KEPT: Duration = Duration::from_secs(24 * 60 * 60);
 
@@ -63,7 +63,7 @@ impl Token {
 /// The identity of one step within its call, hashed from its name.
 ///
 /// ```
-/// use idem::store::StepId;
+/// use idem_contract::store::StepId;
 ///
 /// assert_eq!(StepId::new(&("line", 3u32)), StepId::new(&("line", 3u64)));
 /// assert_ne!(StepId::new(&"reserve"), StepId::new(&"charge"));
@@ -98,8 +98,8 @@ impl std::fmt::Debug for StepId {
 ///
 /// ```
 /// use std::time::Duration;
-/// use idem::store::{Claim, Token};
-/// let claim = Claim::new(Token::random(), idem::fingerprint::Fingerprint::of(&"payload").unwrap(),
+/// use idem_contract::store::{Claim, Token};
+/// let claim = Claim::new(Token::random(), idem_contract::fingerprint::Fingerprint::of(&"payload").unwrap(),
 ///                        Duration::from_secs(30), "app::charge");
 /// assert_eq!(claim.lease, Duration::from_secs(30));
 /// ```
@@ -112,7 +112,7 @@ pub struct Claim {
     pub fingerprint: Fingerprint,
     /// How long the claim is held before another caller may take over.
     pub lease: Duration,
-    /// The call site's static name ([`CallSite::name`](crate::CallSite::name):
+    /// The call site's static name ([`CallSite::name`](https://docs.rs/idemkit/latest/idem/struct.CallSite.html#method.name):
     /// the function's path for `#[idempotent]`), for stores that keep it
     /// with the record so operators can list records (`idem list`) without
     /// the raw key, which is never stored. Bounded, never a tenant or key.
@@ -155,8 +155,8 @@ impl Claim {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use idem::store::{Claim, Token};
-    /// let claim = Claim::new(Token::random(), idem::fingerprint::Fingerprint::NONE,
+    /// use idem_contract::store::{Claim, Token};
+    /// let claim = Claim::new(Token::random(), idem_contract::fingerprint::Fingerprint::NONE,
     ///                        Duration::from_secs(30), "app::charge").with_tombstone();
     /// assert!(claim.tombstone);
     /// ```
@@ -172,8 +172,8 @@ impl Claim {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use idem::store::{Claim, Token};
-    /// let claim = Claim::new(Token::random(), idem::fingerprint::Fingerprint::NONE,
+    /// use idem_contract::store::{Claim, Token};
+    /// let claim = Claim::new(Token::random(), idem_contract::fingerprint::Fingerprint::NONE,
     ///                        Duration::from_secs(30), "app::charge").with_expiry();
     /// assert!(claim.expiry);
     /// ```
@@ -192,7 +192,7 @@ impl Claim {
 ///
 /// ```
 /// use std::time::Duration;
-/// use idem::store::Retention;
+/// use idem_contract::store::Retention;
 /// let kept = Retention::new(Duration::from_secs(60)).with_tombstone(Duration::from_secs(600));
 /// assert_eq!(kept.kept_for(), Duration::from_secs(660));
 /// assert_eq!(Retention::new(Duration::from_secs(60)).tombstone, None);
@@ -237,7 +237,7 @@ impl Retention {
 ///
 /// ```
 /// use std::time::Duration;
-/// use idem::store::ClaimOutcome;
+/// use idem_contract::store::ClaimOutcome;
 /// let answer = ClaimOutcome::won(false, Vec::new());
 /// assert!(matches!(answer, ClaimOutcome::Won { took_over: false, .. }));
 /// ```
@@ -251,7 +251,7 @@ pub enum ClaimOutcome {
         /// Whether an expired in-progress claim of another caller was taken
         /// over.
         took_over: bool,
-        /// The steps ([`idem::step`](crate::step)) an earlier attempt of
+        /// The steps ([`idem::step`](https://docs.rs/idemkit/latest/idem/fn.step.html)) an earlier attempt of
         /// this call finished and saved with [`Store::save_step`](crate::Store::save_step), and that
         /// have not expired: the resumed body replays them. Empty for a
         /// fresh call, and for a store that does not record steps.
@@ -329,7 +329,7 @@ impl ClaimOutcome {
 /// Whether a fenced operation (complete, release, renew) found our claim.
 ///
 /// The two ways of losing a claim are told apart so that the caller's
-/// [`Error::LeaseLost`](crate::Error) can say which happened; a store
+/// [`Error::LeaseLost`](https://docs.rs/idemkit/latest/idem/enum.Error.html#variant.LeaseLost) can say which happened; a store
 /// answers [`Fence::Expired`] only when it knows that nobody holds the
 /// key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -349,8 +349,8 @@ impl Fence {
     /// Whether the operation took effect.
     ///
     /// ```
-    /// assert!(idem::store::Fence::Held.is_held());
-    /// assert!(!idem::store::Fence::Expired.is_held());
+    /// assert!(idem_contract::store::Fence::Held.is_held());
+    /// assert!(!idem_contract::store::Fence::Expired.is_held());
     /// ```
     pub const fn is_held(self) -> bool {
         matches!(self, Fence::Held)

@@ -12,7 +12,7 @@ use super::{KeyHasher, hex};
 /// Integers are widened first, so `42u32` and `42u64` are the same key.
 ///
 /// ```
-/// use idem::key::RecordKey;
+/// use idem_contract::key::RecordKey;
 ///
 /// let a = RecordKey::new(&("payments", 7u64), &"order-1");
 /// let b = RecordKey::new(&("payments", 7u32), &"order-1");
@@ -191,10 +191,3 @@ key_part_tuple!(5 => A B C D E);
 key_part_tuple!(6 => A B C D E F);
 key_part_tuple!(7 => A B C D E F G);
 key_part_tuple!(8 => A B C D E F G H);
-
-/// The human-readable form of a scope, for logs and errors.
-pub(crate) fn describe<S: KeyPart + ?Sized>(scope: &S) -> String {
-    let mut out = String::new();
-    scope.describe(&mut out);
-    out
-}
