@@ -18,7 +18,7 @@ use crate::key::RecordKey;
 /// per protocol rule, run against a store the implementation builds.
 ///
 /// The trait has no `'static` bound, so a store may borrow (e.g. a
-/// database transaction, run with [`Call::run_on`](crate::Call::run_on));
+/// database transaction, run with [`Call::on`](crate::Call::on));
 /// [`Idempotency`](crate::Idempotency) itself holds `'static` stores.
 ///
 /// ```
