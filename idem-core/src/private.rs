@@ -94,11 +94,12 @@ pub async fn run<Ret, T, E, P, R, W, F, Fut>(
 where
     Ret: IdempotentReturn<Ok = T, Err = E>,
     T: StoredOk + ReplayedOk,
+    P: ErrorPolicy<E>,
     F: FnOnce(Option<Takeover>) -> Fut,
     Fut: Future<Output = Ret>,
-    W: Place<P, R, T, E, Attribute<F, Fut>>,
+    W: Place<P, R, T, E, Attribute<F, Fut, Ret, T, E>>,
 {
-    let ran = W::launch(call, Attribute::new(body)).await;
+    let ran = W::launch(call, Attribute::new(body, Ret::into_result)).await;
     Ret::from_result(
         ran.result
             .map_err(|failed| failed.into_error(errors.from_idem)),
@@ -106,17 +107,21 @@ where
 }
 
 /// The attribute's body: handed the takeover, if the call reconciles, and
-/// answering the fn's own return type.
-pub struct Attribute<F, Fut> {
+/// answering the fn's own return type, turned into a `Result` by
+/// `into_result` (made where `Ret: IdempotentReturn` is checked, so that a
+/// return type that is not a `Result` is reported once).
+pub struct Attribute<F, Fut, Ret, T, E> {
     body: F,
+    into_result: fn(Ret) -> Result<T, E>,
     reconciles: bool,
     _future: PhantomData<fn() -> Fut>,
 }
 
-impl<F, Fut> Attribute<F, Fut> {
-    fn new(body: F) -> Self {
+impl<F, Fut, Ret, T, E> Attribute<F, Fut, Ret, T, E> {
+    fn new(body: F, into_result: fn(Ret) -> Result<T, E>) -> Self {
         Attribute {
             body,
+            into_result,
             reconciles: false,
             _future: PhantomData,
         }
@@ -129,17 +134,17 @@ impl<F, Fut> Attribute<F, Fut> {
     }
 }
 
-impl<T, E, F, Fut> Run<T, E> for Attribute<F, Fut>
+impl<T, E, F, Fut> Run<T, E> for Attribute<F, Fut, Fut::Output, T, E>
 where
     F: FnOnce(Option<Takeover>) -> Fut,
-    Fut: Future<Output: IdempotentReturn<Ok = T, Err = E>>,
+    Fut: Future,
 {
     fn reconciles(&self) -> bool {
         self.reconciles
     }
 
     async fn start(self, takeover: Option<Takeover>) -> Result<T, E> {
-        (self.body)(takeover).await.into_result()
+        (self.into_result)((self.body)(takeover).await)
     }
 }
 

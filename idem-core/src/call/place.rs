@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::{Call, Failed, Ran, Reconcile, Reported, WithReconcile};
-use crate::__private::{Attribute, IdempotentReturn, Takeover};
+use crate::__private::{Attribute, Takeover};
 use crate::{Body, Error, ErrorPolicy, Store};
 
 /// Where a call runs: [`Attached`] (the default), [`Detached`] or
@@ -41,9 +41,15 @@ use crate::{Body, Error, ErrorPolicy, Store};
     note = "a detached call (`.detach()`, `#[idempotent(detach)]`) runs on a task of its own: its body, reconcile, value, error and error policy must be `Send + 'static`"
 )]
 pub trait Place<P, R, T, E, F>: sealed::Sealed + Sized {
-    /// Starts the call's protocol here.
+    /// Starts the call's protocol here. What every place asks (a value
+    /// that can be stored, an error policy for the error) is asked here,
+    /// not of the place, so that the attribute reports it once, at the
+    /// user's type.
     #[doc(hidden)]
-    fn launch(call: Call<P, R, Self>, body: F) -> impl Future<Output = Ran<T, E>>;
+    fn launch(call: Call<P, R, Self>, body: F) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>;
 }
 
 mod sealed {
@@ -182,12 +188,14 @@ impl<P, R> Call<P, R, Attached> {
 
 impl<P, R, T, E, F> Place<P, R, T, E, F> for Attached
 where
-    T: Serialize + DeserializeOwned,
-    P: ErrorPolicy<E>,
     R: Reconcile<T, E>,
     F: Body<T, E>,
 {
-    fn launch(call: Call<P, R, Self>, body: F) -> impl Future<Output = Ran<T, E>> {
+    fn launch(call: Call<P, R, Self>, body: F) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+    {
         let (call, reconcile, Attached) = call.split();
         call.on_handle(WithReconcile { reconcile, body })
     }
@@ -195,15 +203,19 @@ where
 
 impl<P, R, T, E, F> Place<P, R, T, E, F> for Detached
 where
-    T: Serialize + DeserializeOwned + Send + 'static,
+    T: Send + 'static,
     E: Send + 'static,
-    P: ErrorPolicy<E> + Send + 'static,
+    P: Send + 'static,
     R: Reconcile<T, E> + Send + 'static,
     R::Future: Send + 'static,
     F: Body<T, E> + Send + 'static,
     F::Future: Send + 'static,
 {
-    fn launch(call: Call<P, R, Self>, body: F) -> impl Future<Output = Ran<T, E>> {
+    fn launch(call: Call<P, R, Self>, body: F) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+    {
         let (call, reconcile, Detached) = call.split();
         let idem = call.idem.clone();
         let ran = call.on_handle(WithReconcile { reconcile, body });
@@ -214,12 +226,14 @@ where
 impl<'s, S, P, R, T, E, F> Place<P, R, T, E, F> for Borrowed<'s, S>
 where
     S: Store + ?Sized,
-    T: Serialize + DeserializeOwned,
-    P: ErrorPolicy<E>,
     R: Reconcile<T, E>,
     F: Body<T, E>,
 {
-    fn launch(call: Call<P, R, Self>, body: F) -> impl Future<Output = Ran<T, E>> {
+    fn launch(call: Call<P, R, Self>, body: F) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+    {
         let (call, reconcile, Borrowed(store)) = call.split();
         call.on_borrowed(store, WithReconcile { reconcile, body })
     }
@@ -227,15 +241,20 @@ where
 
 /// The attribute's body, on the handle's store.
 #[doc(hidden)]
-impl<P, R, T, E, F, Fut> Place<P, R, T, E, Attribute<F, Fut>> for Attached
+impl<P, R, T, E, F, Fut> Place<P, R, T, E, Attribute<F, Fut, Fut::Output, T, E>> for Attached
 where
-    T: Serialize + DeserializeOwned,
-    P: ErrorPolicy<E>,
     R: Reconcile<T, E>,
     F: FnOnce(Option<Takeover>) -> Fut,
-    Fut: Future<Output: IdempotentReturn<Ok = T, Err = E>>,
+    Fut: Future,
 {
-    fn launch(call: Call<P, R, Self>, body: Attribute<F, Fut>) -> impl Future<Output = Ran<T, E>> {
+    fn launch(
+        call: Call<P, R, Self>,
+        body: Attribute<F, Fut, Fut::Output, T, E>,
+    ) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+    {
         let (call, reconcile, Attached) = call.split();
         call.on_handle(body.reconciling(reconcile.is_set()))
     }
@@ -243,16 +262,23 @@ where
 
 /// The attribute's body, detached (`#[idempotent(detach)]`).
 #[doc(hidden)]
-impl<P, R, T, E, F, Fut> Place<P, R, T, E, Attribute<F, Fut>> for Detached
+impl<P, R, T, E, F, Fut> Place<P, R, T, E, Attribute<F, Fut, Fut::Output, T, E>> for Detached
 where
-    T: Serialize + DeserializeOwned + Send + 'static,
+    T: Send + 'static,
     E: Send + 'static,
-    P: ErrorPolicy<E> + Send + 'static,
+    P: Send + 'static,
     R: Reconcile<T, E>,
     F: FnOnce(Option<Takeover>) -> Fut + Send + 'static,
-    Fut: Future<Output: IdempotentReturn<Ok = T, Err = E>> + Send + 'static,
+    Fut: Future<Output: Send> + Send + 'static,
 {
-    fn launch(call: Call<P, R, Self>, body: Attribute<F, Fut>) -> impl Future<Output = Ran<T, E>> {
+    fn launch(
+        call: Call<P, R, Self>,
+        body: Attribute<F, Fut, Fut::Output, T, E>,
+    ) -> impl Future<Output = Ran<T, E>>
+    where
+        T: Serialize + DeserializeOwned,
+        P: ErrorPolicy<E>,
+    {
         let (call, reconcile, Detached) = call.split();
         let idem = call.idem.clone();
         let ran = call.on_handle(body.reconciling(reconcile.is_set()));
