@@ -25,8 +25,6 @@ pub use core::option::Option;
 pub use core::result::Result;
 pub use core::time::Duration;
 
-use core::marker::PhantomData;
-
 #[path = "private/checks.rs"]
 mod checks;
 #[path = "private/params.rs"]
@@ -97,7 +95,7 @@ where
     P: ErrorPolicy<E>,
     F: FnOnce(Option<Takeover>) -> Fut,
     Fut: Future<Output = Ret>,
-    W: Place<P, R, T, E, Attribute<F, Fut, Ret, T, E>>,
+    W: Place<P, R, T, E, Attribute<F, Ret, T, E>>,
 {
     let ran = W::launch(call, Attribute::new(body, Ret::into_result)).await;
     Ret::from_result(
@@ -110,20 +108,18 @@ where
 /// answering the fn's own return type, turned into a `Result` by
 /// `into_result` (made where `Ret: IdempotentReturn` is checked, so that a
 /// return type that is not a `Result` is reported once).
-pub struct Attribute<F, Fut, Ret, T, E> {
+pub struct Attribute<F, Ret, T, E> {
     body: F,
     into_result: fn(Ret) -> Result<T, E>,
     reconciles: bool,
-    _future: PhantomData<fn() -> Fut>,
 }
 
-impl<F, Fut, Ret, T, E> Attribute<F, Fut, Ret, T, E> {
+impl<F, Ret, T, E> Attribute<F, Ret, T, E> {
     fn new(body: F, into_result: fn(Ret) -> Result<T, E>) -> Self {
         Attribute {
             body,
             into_result,
             reconciles: false,
-            _future: PhantomData,
         }
     }
 
@@ -134,10 +130,26 @@ impl<F, Fut, Ret, T, E> Attribute<F, Fut, Ret, T, E> {
     }
 }
 
-impl<T, E, F, Fut> Run<T, E> for Attribute<F, Fut, Fut::Output, T, E>
+/// The attribute's body closure: handed the takeover, answering `Ret`
+/// (a name for that bound, as [`Body`](crate::Body) is).
+pub trait AttributeBody<Ret>:
+    FnOnce(Option<Takeover>) -> <Self as AttributeBody<Ret>>::Future
+{
+    /// The body's future.
+    type Future: Future<Output = Ret>;
+}
+
+impl<Ret, F, Fut> AttributeBody<Ret> for F
 where
     F: FnOnce(Option<Takeover>) -> Fut,
-    Fut: Future,
+    Fut: Future<Output = Ret>,
+{
+    type Future = Fut;
+}
+
+impl<T, E, F, Ret> Run<T, E> for Attribute<F, Ret, T, E>
+where
+    F: AttributeBody<Ret>,
 {
     fn reconciles(&self) -> bool {
         self.reconciles

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Serialize, de::DeserializeOwned};
 
 use super::{Call, Failed, Ran, Reconcile, Reported, WithReconcile};
-use crate::__private::{Attribute, Takeover};
+use crate::__private::{Attribute, AttributeBody};
 use crate::{Body, Error, ErrorPolicy, Store};
 
 /// Where a call runs: [`Attached`] (the default), [`Detached`] or
@@ -241,15 +241,14 @@ where
 
 /// The attribute's body, on the handle's store.
 #[doc(hidden)]
-impl<P, R, T, E, F, Fut> Place<P, R, T, E, Attribute<F, Fut, Fut::Output, T, E>> for Attached
+impl<P, R, T, E, F, Ret> Place<P, R, T, E, Attribute<F, Ret, T, E>> for Attached
 where
     R: Reconcile<T, E>,
-    F: FnOnce(Option<Takeover>) -> Fut,
-    Fut: Future,
+    F: AttributeBody<Ret>,
 {
     fn launch(
         call: Call<P, R, Self>,
-        body: Attribute<F, Fut, Fut::Output, T, E>,
+        body: Attribute<F, Ret, T, E>,
     ) -> impl Future<Output = Ran<T, E>>
     where
         T: Serialize + DeserializeOwned,
@@ -262,18 +261,19 @@ where
 
 /// The attribute's body, detached (`#[idempotent(detach)]`).
 #[doc(hidden)]
-impl<P, R, T, E, F, Fut> Place<P, R, T, E, Attribute<F, Fut, Fut::Output, T, E>> for Detached
+impl<P, R, T, E, F, Ret> Place<P, R, T, E, Attribute<F, Ret, T, E>> for Detached
 where
     T: Send + 'static,
     E: Send + 'static,
     P: Send + 'static,
     R: Reconcile<T, E>,
-    F: FnOnce(Option<Takeover>) -> Fut + Send + 'static,
-    Fut: Future<Output: Send> + Send + 'static,
+    F: AttributeBody<Ret> + Send + 'static,
+    F::Future: Send + 'static,
+    Ret: Send + 'static,
 {
     fn launch(
         call: Call<P, R, Self>,
-        body: Attribute<F, Fut, Fut::Output, T, E>,
+        body: Attribute<F, Ret, T, E>,
     ) -> impl Future<Output = Ran<T, E>>
     where
         T: Serialize + DeserializeOwned,

@@ -49,6 +49,10 @@ impl PostgresStore {
     ///   serialization error (`Error::Store`); retry the transaction.
     /// - The handle's local cache is not used: a record is not known to
     ///   exist until the commit.
+    /// - The call is run [on](idem_core::Call::on) a store over `tx`, with
+    ///   its settings: a [reconcile](idem_core::Call::reconcile) is asked
+    ///   on a takeover as anywhere. A [detached](idem_core::Call::detach)
+    ///   call is not accepted (its body could outlive the transaction).
     ///
     /// ```no_run
     /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
