@@ -2,6 +2,10 @@
 
 use super::Call;
 
+/// The span's target, and the `log` target its records go to: the call's
+/// module, as before the span moved to this file.
+const TARGET: &str = "idem_core::call";
+
 impl<P> Call<P> {
     /// The call's span: scope, short key hash, and (once known) outcome and
     /// whether it was replayed; `Span::none()` when neither a subscriber
@@ -12,6 +16,7 @@ impl<P> Call<P> {
             return tracing::Span::none();
         }
         let span = tracing::info_span!(
+            target: TARGET,
             "idem.call",
             scope = %self.scope,
             key = %self.key.short(),
@@ -37,7 +42,7 @@ fn heard(span: &tracing::Span) -> bool {
 /// Whether a `log` logger prints the span's records or its enters and
 /// exits (tracing logs those under `tracing::span::active`).
 fn logged() -> bool {
-    log::log_enabled!(target: module_path!(), log::Level::Info)
+    log::log_enabled!(target: TARGET, log::Level::Info)
         || log::log_enabled!(target: "tracing::span::active", log::Level::Trace)
 }
 
