@@ -35,9 +35,10 @@
 //! - [`idempotent`]: the attribute and its options (`key`, `scope`, `ttl`,
 //!   `lease`, `wait`, `tombstone`, `store`, `fingerprint`, `skip`, `errors`, `detach`,
 //!   `version`, `crate`).
-//! - [`Idempotency::call`]: the same runtime without the macro, and
-//!   [`Call::run_detached`] for bodies that must run on when their caller
-//!   goes away.
+//! - [`Idempotency::call`]: the same runtime without the macro: one
+//!   [`Call`] with settings, among them [`Call::detach`] for bodies that
+//!   must run on when their caller goes away, [`Call::reconcile`] and
+//!   [`Call::on`] (a borrowed store), ended by [`Call::run`].
 //! - [`step`]: recovery points inside a body of several effects, so a
 //!   retried call resumes after its last finished step.
 //! - The stores, one feature each: [`MemoryStore`] (`memory`, default),
@@ -80,13 +81,12 @@
 pub use idem_core::{
     Body, Call, CallSite, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL, Error,
     ErrorPolicy, Failed, Idempotency, IdempotencyBuilder, KeyPart, MAX_DURATION, NoReconcile, Ran,
-    Reconcile, Reconciling, ReleaseErrors, ReplayErrors, Reported, Store, StoreError,
-    StoreErrorKind, call_site, child_key, install, installed, replay_errors, replay_errors_if,
-    step,
+    Reconcile, ReleaseErrors, ReplayErrors, Reported, Store, StoreError, StoreErrorKind, call_site,
+    child_key, install, installed, replay_errors, replay_errors_if, step,
 };
 pub use idem_macros::idempotent;
 
-pub use idem_core::{fingerprint, key, queue, store};
+pub use idem_core::{fingerprint, key, place, queue, store};
 
 /// Operating records: list, inspect, purge, count (what `idem` the CLI uses).
 pub use idem_core::admin;

@@ -16,7 +16,7 @@ tokio::task_local! {
 pub(crate) struct CallContext {
     pub key: RecordKey,
     /// Why steps are refused in this call, when they are: a borrowed store
-    /// (`run_on`), which the body cannot reach, or one that does not
+    /// (`Call::on`), which the body cannot reach, or one that does not
     /// record steps.
     pub steps: Result<StepCall, &'static str>,
 }

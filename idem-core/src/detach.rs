@@ -5,12 +5,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinError;
 
-use crate::{Body, Call, Error, ErrorPolicy, Idempotency, StoreError};
+use crate::{Error, Idempotency, StoreError};
 
 /// How many detached calls of one handle are running.
 #[derive(Debug)]
@@ -42,7 +40,7 @@ impl Idempotency {
     /// Waits until no detached call of this handle is running, or `timeout`
     /// has passed; answers how many were still running (0: all ended, their
     /// results stored). Detached calls are those run with
-    /// [`Call::run_detached`], `#[idempotent(detach)]`, and the requests of
+    /// [`Call::detach`](crate::Call::detach), `#[idempotent(detach)]`, and the requests of
     /// an `idem::http::IdempotencyLayer` over this handle. Call it on
     /// graceful shutdown, after the server stopped taking requests.
     ///
@@ -66,7 +64,7 @@ impl Idempotency {
     /// and awaits its output: dropping the returned future does not stop
     /// it. For integrations that detach work of their own (an HTTP
     /// layer's request, a job) so that shutdown waits for it; a call is
-    /// detached by [`Call::run_detached`].
+    /// detached by [`Call::detach`](crate::Call::detach).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -111,49 +109,5 @@ impl Idempotency {
                 ),
             ))),
         }
-    }
-}
-
-impl<P> Call<P> {
-    /// As [`run`](Call::run), but the call runs on the tokio runtime as a
-    /// task of its own: when the caller's future is dropped (a client gone,
-    /// a timeout), the body is not cancelled but runs on to completion and
-    /// its result is stored, so a retry gets the replay instead of running
-    /// the body again. Hence the `Send + 'static` bounds: the body owns
-    /// what it uses. A retry that arrives meanwhile waits (per
-    /// [`wait`](Call::wait)) or gets `Error::InProgress`.
-    /// [`Idempotency::drain`] waits for such calls on shutdown.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use std::time::Duration;
-    ///
-    /// let idem = idem::Idempotency::new(idem::MemoryStore::new());
-    /// let call = idem.call("payments", "order-1").run_detached(|| async {
-    ///     tokio::time::sleep(Duration::from_millis(50)).await;
-    ///     Ok::<u32, idem::Error>(7)
-    /// });
-    /// // The caller gives up after 10 ms; the body runs on.
-    /// assert!(tokio::time::timeout(Duration::from_millis(10), call).await.is_err());
-    /// let retry: Result<u32, idem::Error> = idem
-    ///     .call("payments", "order-1")
-    ///     .wait(Duration::from_secs(1))
-    ///     .run(|| async { Ok(8) })
-    ///     .await;
-    /// assert_eq!(retry.unwrap(), 7);
-    /// # }
-    /// ```
-    pub async fn run_detached<T, E, F>(self, body: F) -> Result<T, E>
-    where
-        T: Serialize + DeserializeOwned + Send + 'static,
-        E: From<Error> + Send + 'static,
-        P: ErrorPolicy<E> + Send + 'static,
-        F: Body<T, E> + Send + 'static,
-        F::Future: Send + 'static,
-    {
-        let idem = self.idem.clone();
-        idem.detached(self.run(body))
-            .await
-            .unwrap_or_else(|err| Err(err.into()))
     }
 }

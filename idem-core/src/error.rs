@@ -21,7 +21,7 @@ use crate::key::ShortKey;
 /// | `Codec(CodecError)` | a stored value cannot be decoded as the return type (changed between deploys, corrupt), or a value cannot be encoded or exceeds `max_record_bytes` (1 MiB by default): `NotStored` for a whole call's result, `StepNotStored` for a step's value | 500 |
 /// | `InvalidKey(..)` | the key is not acceptable (empty) | 400 |
 /// | `InvalidOption(..)` | the call's settings cannot work: a zero `ttl` or `lease`, a `lease` longer than the `ttl` (given as expressions or through the builder; literals in the attribute are compile errors) | 500 |
-/// | `InvalidStep { step, reason }` | `idem::step` outside an idempotent body, inside another step of the same call, under a name a finished step of the same run used, for a value type whose smallest record exceeds `max_record_bytes`, or where the store cannot keep steps (`run_on`, a transaction's handle) | 500 |
+/// | `InvalidStep { step, reason }` | `idem::step` outside an idempotent body, inside another step of the same call, under a name a finished step of the same run used, for a value type whose smallest record exceeds `max_record_bytes`, or where the store cannot keep steps (`Call::on`, a transaction's handle) | 500 |
 /// | `NotConfigured` | an `#[idempotent]` fn without `store = …` ran and no handle was given to `idem::install` (an HTTP layer's handle is not installed by the layer) | 500 |
 ///
 /// `Error` is `Send + Sync + 'static`. The runtime emits `tracing` events
@@ -112,7 +112,7 @@ pub enum Error {
     /// idempotent body, inside another step of the same call, under a name
     /// a finished or running step of the same call already used, for a
     /// value type whose smallest record exceeds `max_record_bytes`, or in a
-    /// call whose store cannot keep steps (a borrowed one, `Call::run_on`,
+    /// call whose store cannot keep steps (a borrowed one, `Call::on`,
     /// or a transaction's handle). Refused before the step's body runs.
     #[error("idem::step `{step}` refused: {reason}")]
     InvalidStep {

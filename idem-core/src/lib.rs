@@ -30,6 +30,23 @@ mod disabled;
 mod error;
 mod idempotency;
 mod observe;
+/// Where a call runs: the last type parameter of [`Call`], chosen by its
+/// settings [`Call::detach`] and [`Call::on`] (the default: [`Attached`](place::Attached),
+/// on the handle's store in the caller's task).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let idem = idem::Idempotency::new(idem::MemoryStore::new());
+/// let borrowed = idem::MemoryStore::new();
+/// let here: Result<u8, idem::Error> = idem.call("demo", "a").run(|| async { Ok(1) }).await;
+/// let own_task: Result<u8, idem::Error> = idem.call("demo", "b").detach().run(|| async { Ok(2) }).await;
+/// let on: Result<u8, idem::Error> = idem.call("demo", "c").on(&borrowed).run(|| async { Ok(3) }).await;
+/// assert_eq!((here.unwrap(), own_task.unwrap(), on.unwrap()), (1, 2, 3));
+/// # }
+/// ```
+pub mod place {
+    pub use crate::call::place::{Attached, Borrowed, Detached, Place};
+}
 mod policy;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
@@ -87,7 +104,7 @@ pub mod admin {
 
 pub use call::{
     Body, Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, MAX_DURATION, NoReconcile, Ran, Reconcile,
-    Reconciling, Reported,
+    Reported,
 };
 pub use context::child_key;
 pub use error::{CodecError, Error};

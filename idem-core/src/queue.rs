@@ -69,7 +69,8 @@ use std::time::Duration;
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::call::Failed;
-use crate::{Body, Call, CodecError, Error, ErrorPolicy, Reported};
+use crate::place::Place;
+use crate::{Body, Call, CodecError, Error, ErrorPolicy, Reconcile, Reported};
 
 /// How long a released error or a store failure waits before redelivery.
 ///
@@ -272,8 +273,11 @@ pub struct Processed<T, E> {
 /// Runs `body` as `call` would and maps the outcome to a [`Disposition`],
 /// telling a stored error (replayed or not: `Ack`) from a released one
 /// (`Retry`) by what the call did with it; `E` need not implement
-/// [`AsIdemError`]. Wrap the body in [`with_heartbeat`] to extend the
-/// broker's ack deadline while it runs.
+/// [`AsIdemError`]. Built on [`Call::run_apart`], so any call runs here
+/// with its settings: a reconcile, [detached](Call::detach), or
+/// [on a borrowed store](Call::on) such as a transaction's. Wrap the body
+/// in [`with_heartbeat`] to extend the broker's ack deadline while it
+/// runs.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -288,14 +292,16 @@ pub struct Processed<T, E> {
 /// assert_eq!(processed.disposition, Disposition::Ack);
 /// # }
 /// ```
-pub async fn process<P, T, E, F>(call: Call<P>, body: F) -> Processed<T, E>
+pub async fn process<P, R, W, T, E, F>(call: Call<P, R, W>, body: F) -> Processed<T, E>
 where
     P: ErrorPolicy<E>,
+    R: Reconcile<T, E>,
     T: Serialize + DeserializeOwned,
     E: From<Error>,
     F: Body<T, E>,
+    W: Place<P, R, T, E, F>,
 {
-    let ran = call.execute(body).await;
+    let ran = call.run_apart(body).await;
     let disposition = match &ran.result {
         Ok(_) => Disposition::Ack,
         Err(Failed::Idem(err)) => Disposition::of_error(err),

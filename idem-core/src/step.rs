@@ -25,7 +25,7 @@ const NO_ROOM: &str = "the handle's `max_record_bytes` is smaller than the small
 /// The most of a codec error's text kept in a step's not-stored marker.
 const REASON_BYTES: usize = 512;
 const TWICE: &str = "its name was already used by a finished or running step of this call; give each step its own name (e.g. `(\"line\", i)` in a loop)";
-pub(crate) const BORROWED: &str = "the call runs on a borrowed store (`Call::run_on`), which cannot record steps: a step saved inside the caller's transaction would roll back with it";
+pub(crate) const BORROWED: &str = "the call runs on a borrowed store (`Call::on`), which cannot record steps: a step saved inside the caller's transaction would roll back with it";
 pub(crate) const UNSUPPORTED: &str = "the call's store does not record steps (`Store::records_steps` is false): a transactional store, whose saved steps would roll back with its transaction, or one without `Store::save_step`";
 
 /// Runs one step of the running idempotent call, or replays it.
@@ -62,7 +62,7 @@ pub(crate) const UNSUPPORTED: &str = "the call's store does not record steps (`S
 /// a panic: outside an idempotent body, inside another step of the same
 /// call, for a name already used by a finished step of this call, for a
 /// `T` whose smallest record exceeds `max_record_bytes`, or in a call whose
-/// store cannot keep steps (`Call::run_on`, a transaction's handle: see
+/// store cannot keep steps (`Call::on`, a transaction's handle: see
 /// [`Store::records_steps`](crate::Store::records_steps)).
 /// A store failure while saving is `Error::Store`; a claim lost to another
 /// caller is `Error::LeaseLost`.

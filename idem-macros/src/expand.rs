@@ -148,6 +148,13 @@ fn gen_call(model: &Model<'_>, errors: TokenStream) -> TokenStream {
         let span = SpanRange::of(version).first;
         quote_spanned!(span=> .version(#version))
     });
+    // `reconcile = …` and `detach`: the call's public settings; the body
+    // asks the reconcile itself, with the parameters it owns.
+    let reconcile = args
+        .reconcile
+        .as_ref()
+        .map(|_| quote!(.reconcile(#private::ReconcileInBody)));
+    let detach = args.detach.as_ref().map(|_| quote!(.detach()));
     quote! {
         #private::Idempotency::call(#store, &#scope, &#key)
             .site(#private::call_site!(#fn_path))
@@ -155,6 +162,8 @@ fn gen_call(model: &Model<'_>, errors: TokenStream) -> TokenStream {
             #(#durations)*
             #version
             #errors
+            #reconcile
+            #detach
     }
 }
 
@@ -226,7 +235,8 @@ fn gen_error_policy(model: &Model<'_>) -> (TokenStream, TokenStream) {
     }
 }
 
-/// The runtime's call, awaited. The future and every token of the call
+/// The runtime's one runner, awaited: `__private::run`, which runs the
+/// call where its settings say (`.detach()`), as `Call::run_apart` does. The future and every token of the call
 /// are spanned at the first token of the `Ok` type: an async fn's future
 /// carries its where-clauses, and rustc reports an unmet one at the call
 /// and at `.await` too; at the same span as the check, it is reported
@@ -242,22 +252,18 @@ fn gen_run(model: &Model<'_>, errors: TokenStream) -> TokenStream {
         spans::respan(types.ret.clone(), ok_span)
     };
     let err_ty = &types.err;
-    let runner = match (model.args.detach.is_some(), model.args.reconcile.is_some()) {
-        (true, false) => format_ident!("run_detached"),
-        (false, false) => format_ident!("run"),
-        (true, true) => format_ident!("run_detached_reconciling"),
-        (false, true) => format_ident!("run_reconciling"),
-    };
     let run_path = spans::respan(
-        quote!(#private::#runner::<#run_ret, #run_ok, #err_ty, _, _, _>),
+        quote!(#private::run::<#run_ret, #run_ok, #err_ty, _, _, _, _, _>),
         ok_span,
     );
     let call = gen_call(model, errors);
     let ret = model.ret;
     let block = &model.func.block;
+    // The body is handed the takeover to reconcile; without `reconcile`
+    // it is always `None`.
     let body = match gen_reconcile(model) {
         None => quote! {
-            move || async move {
+            move |_: ::core::option::Option<#private::Takeover>| async move {
                 let __idem_return: #ret = #block;
                 #[allow(unreachable_code)]
                 __idem_return

@@ -1,4 +1,4 @@
-//! `#[idempotent(detach)]` and `Call::run_detached`: a call whose caller
+//! `#[idempotent(detach)]` and `Call::detach`: a call whose caller
 //! gives up (its future dropped by a timeout) runs on to completion; a
 //! retry during the run waits and gets the value; the body starts once.
 
@@ -36,7 +36,8 @@ async fn the_builder_runs_detached_and_drain_waits_for_it() {
     let call = |starts: Arc<AtomicU32>| {
         idem.call("shipping", "o-2")
             .wait(Duration::from_secs(5))
-            .run_detached(move || async move {
+            .detach()
+            .run(move || async move {
                 starts.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 Ok::<u32, idem::Error>(42)
@@ -78,7 +79,8 @@ async fn a_panic_in_a_detached_body_reaches_the_caller() {
     let idem = Idempotency::new(MemoryStore::new());
     let _: Result<u32, idem::Error> = idem
         .call("shipping", "o-4")
-        .run_detached(|| async { panic!("the body panicked") })
+        .detach()
+        .run(|| async { panic!("the body panicked") })
         .await;
 }
 

@@ -123,3 +123,41 @@ async fn a_step_in_a_transactional_call_is_refused() {
     tx.rollback().await.unwrap();
     assert_eq!(f.orders().await, 0);
 }
+
+/// A reconcile set on a transactional call: the transaction's claim takes
+/// over a holder that vanished outside it, the reconcile answers, and its
+/// value commits as the record while the body does not run.
+#[tokio::test]
+async fn a_reconcile_answers_a_takeover_inside_a_transaction() {
+    use idem::Store;
+    use idem::fingerprint::Fingerprint;
+    use idem::key::RecordKey;
+
+    let f = fixture::<Pg>("tx_reconcile").await;
+    let lease = Duration::from_millis(200);
+    let claim = idem_conformance::new_claim(Fingerprint::NONE, lease);
+    let won = f
+        .store
+        .claim(&RecordKey::new("orders", "o-lost"), &claim)
+        .await
+        .unwrap();
+    assert!(matches!(won, idem::store::ClaimOutcome::Won { .. }));
+    tokio::time::sleep(lease * 2).await;
+    let mut tx = f.pool.begin().await.unwrap();
+    let out: Result<Order, Error> = f
+        .store
+        .in_transaction(
+            &mut tx,
+            f.idem.call("orders", "o-lost").reconcile(|| async {
+                Ok(Some(Order {
+                    id: 7,
+                    sku: "sku-reconciled".into(),
+                }))
+            }),
+        )
+        .run(async |conn| Ok(insert_order(conn, &f.orders, "o-lost", "sku-1").await))
+        .await;
+    assert_eq!(out.unwrap().sku, "sku-reconciled");
+    tx.commit().await.unwrap();
+    assert_eq!((f.orders().await, f.completed().await), (0, 1));
+}

@@ -4,6 +4,9 @@
 //! its `Some` is stored without running the body; a normal call never
 //! reconciles.
 
+#[path = "reconcile/run_paths.rs"]
+mod run_paths;
+
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

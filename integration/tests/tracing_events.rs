@@ -45,7 +45,8 @@ async fn events_carry_scope_and_short_key_never_the_raw_key() {
             let store = idem.store().clone();
             idem.call("billing", "other-key")
                 .lease(lease)
-                .run_on(store.as_ref(), || async {
+                .on(store.as_ref())
+                .run(|| async {
                     tx.send(()).unwrap();
                     std::thread::sleep(lease * 3);
                     Ok::<_, Error>(1u8)

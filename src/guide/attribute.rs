@@ -70,7 +70,7 @@
 //! | the first call | its caller gives up mid-body | the retry |
 //! | --- | --- | --- |
 //! | plain `#[idempotent]` / [`Call::run`](crate::Call::run) | the body is dropped at its next `.await`; the claim is released at once | runs the body again, from the start: whatever the first run did before the drop (a charge sent) may happen twice |
-//! | `#[idempotent(detach)]` / [`Call::run_detached`](crate::Call::run_detached) | the body runs on, on its own task, to the end; its result is stored | while it runs: waits (per `wait`) or gets `InProgress`; then the stored result, the body not run again |
+//! | `#[idempotent(detach)]` / [`Call::detach`](crate::Call::detach) | the body runs on, on its own task, to the end; its result is stored | while it runs: waits (per `wait`) or gets `InProgress`; then the stored result, the body not run again |
 //! | behind [`IdempotencyLayer`](crate::http::IdempotencyLayer) | always detached: the handler runs to completion even when the client disconnects | 409 with `Retry-After` (or the answer, with `.wait(…)`), then the replay |
 //! | any of these, the process crashes | nothing runs on | runs again once the lease (30 s by default) ends |
 //!

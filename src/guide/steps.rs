@@ -60,7 +60,7 @@
 //!   any key part (`"charge"`, `("label", i)`); a name already used by a
 //!   finished step of the same run is `Error::InvalidStep`, and so are a step
 //!   inside a step of the same call, `idem::step` outside an idempotent body,
-//!   and steps in a call on a store that cannot keep them (`run_on`, a
+//!   and steps in a call on a store that cannot keep them (`Call::on`, a
 //!   transaction's `tx_handle`: a step saved inside the caller's transaction
 //!   would roll back with it; the transactional mode needs no recovery
 //!   points), refused before the step runs. Never a panic.

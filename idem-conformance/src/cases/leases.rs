@@ -43,7 +43,8 @@ pub async fn lease_expiry_allows_takeover_and_fences_the_late_holder(idem: Idemp
             let store = idem.store().clone();
             idem.call(&scope, "k")
                 .lease(lease)
-                .run_on(store.as_ref(), || async {
+                .on(store.as_ref())
+                .run(|| async {
                     started_tx.send(()).unwrap();
                     // Blocks this worker: no renewal can run.
                     std::thread::sleep(lease * 4);
@@ -85,7 +86,8 @@ pub async fn a_lapsed_claim_is_lost_as_expired(idem: Idempotency) {
     let first: Result<String, Error> = idem
         .call(&scope, "k")
         .lease(lease)
-        .run_on(store.as_ref(), || async {
+        .on(store.as_ref())
+        .run(|| async {
             // Blocks this worker: no renewal can run.
             std::thread::sleep(lease * 3);
             Ok("first".to_owned())

@@ -274,9 +274,8 @@ pub async fn misused_steps_are_errors(idem: Idempotency) {
     let store = idem.store().clone();
     let borrowed: Result<u8, Error> = idem
         .call(&scope, "borrowed")
-        .run_on(store.as_ref(), || async {
-            idem::step("s", || async { Ok(1u8) }).await
-        })
+        .on(store.as_ref())
+        .run(|| async { idem::step("s", || async { Ok(1u8) }).await })
         .await;
     assert!(
         matches!(borrowed, Err(Error::InvalidStep { .. })),

@@ -18,7 +18,7 @@ use crate::key::RecordKey;
 /// per protocol rule, run against a store the implementation builds.
 ///
 /// The trait has no `'static` bound, so a store may borrow (e.g. a
-/// database transaction, for the calls made on it);
+/// database transaction, run with `Call::on`);
 /// [`Idempotency`](https://docs.rs/idemkit/latest/idem/struct.Idempotency.html) itself holds `'static` stores.
 ///
 /// ```

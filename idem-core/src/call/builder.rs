@@ -8,7 +8,7 @@ use super::{Call, DEFAULT_LEASE, MAX_DURATION};
 use crate::store::Retention;
 use crate::{CallSite, Claim, Error, Fingerprint, Token};
 
-impl<P> Call<P> {
+impl<P, R, W> Call<P, R, W> {
     /// How long a completed result is replayed. A zero TTL, or one longer
     /// than [`MAX_DURATION`] (100 years), is `Error::InvalidOption` when
     /// the call runs, before any claim: every store can keep a record that
@@ -67,7 +67,7 @@ impl<P> Call<P> {
     /// or per-tenant runtimes, one shut down with `shutdown_background`)
     /// renews on each: a task its runtime dropped, or one overdue by a
     /// second, is replaced by the next claim on that runtime. A call on
-    /// a borrowed store ([`run_on`](Call::run_on)) renews in its own task.
+    /// a borrowed store ([`on`](Call::on)) renews in its own task.
     ///
     /// A renewal the store refuses or fails is reported as it happens,
     /// while the body still runs: a `WARN` event in the call's
@@ -158,21 +158,8 @@ impl<P> Call<P> {
     /// let call = idem.call("payments", "order-1").errors(idem::replay_errors::<String>());
     /// # let _ = call;
     /// ```
-    pub fn errors<Q>(self, policy: Q) -> Call<Q> {
-        Call {
-            idem: self.idem,
-            key: self.key,
-            scope: self.scope,
-            ttl: self.ttl,
-            tombstone: self.tombstone,
-            lease: self.lease,
-            wait: self.wait,
-            fingerprint: self.fingerprint,
-            version: self.version,
-            policy,
-            refused: self.refused,
-            site: self.site,
-        }
+    pub fn errors<Q>(self, policy: Q) -> Call<Q, R, W> {
+        self.map(|_, reconcile, place| (policy, reconcile, place))
     }
 
     /// The call site this call's metrics are counted under (its `scope`

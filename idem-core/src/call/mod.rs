@@ -1,21 +1,25 @@
-//! One idempotent call: set up by the builder (`builder.rs`), then the
-//! protocol in stages: claim the key (`claim.rs`), run the body under the
-//! claim (`body.rs`, guarded by `guard.rs`), settle the key with the
-//! result (`settle.rs`). `outcome.rs` tells the body's errors from idem's.
+//! One idempotent call: set up by the builder (`builder.rs`: settings;
+//! `reconcile.rs` and `place.rs`: the settings that change its type), run
+//! by its terminals (`run.rs`), then the protocol in stages: claim the key
+//! (`claim.rs`), run the body under the claim (`body.rs`, guarded by
+//! `guard.rs`), settle the key with the result (`settle.rs`). `outcome.rs`
+//! tells the body's errors from idem's; `span.rs` is the call's span.
 
 mod body;
 mod builder;
 mod claim;
 mod guard;
 mod outcome;
+pub(crate) mod place;
 mod reconcile;
+mod run;
 mod settle;
+mod span;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Serialize, de::DeserializeOwned};
-use tracing::Instrument;
 
 use crate::cache::LocalCache;
 use crate::idempotency::Inner;
@@ -28,8 +32,9 @@ use crate::{
 pub use body::Body;
 use guard::ClaimGuard;
 pub use outcome::{Failed, Reported};
-pub use reconcile::{NoReconcile, Reconcile, Reconciling, Takeover};
-use reconcile::{Run, SelfReconciling, WithReconcile};
+use place::Attached;
+pub use reconcile::{NoReconcile, Reconcile, Takeover};
+pub(crate) use reconcile::{Run, WithReconcile};
 
 /// How long a completed result is replayed, unless set: 24 hours.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -55,8 +60,20 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// ```
 pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
-/// A call being set up: made by [`Idempotency::call`], run by
-/// [`Call::run`]. `#[idempotent]` expands to this.
+/// A call being set up: made by [`Idempotency::call`], run by one of its
+/// terminals, [`run`](Call::run), [`run_reported`](Call::run_reported) or
+/// [`run_apart`](Call::run_apart). `#[idempotent]` expands to this.
+///
+/// Everything else is a setting on the call: its durations, fingerprint,
+/// version and site; its error policy ([`errors`](Call::errors), the
+/// type parameter `P`); a reconcile for a takeover
+/// ([`reconcile`](Call::reconcile), `R`); and where it runs (`W`, see
+/// [`place`](crate::place)): on the handle's store in the caller's task
+/// (the default), on a task of its own ([`detach`](Call::detach)), or on a
+/// borrowed store such as a transaction's ([`on`](Call::on)). Settings
+/// combine freely, except that a call on a borrowed store cannot be
+/// detached (its body could outlive the borrow): such a call has no
+/// `detach` method.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -75,7 +92,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60)
 /// # }
 /// ```
 #[must_use = "a call does nothing until `.run(…)` is awaited"]
-pub struct Call<P = ReleaseErrors> {
+pub struct Call<P = ReleaseErrors, R = NoReconcile, W = Attached> {
     pub(crate) idem: Idempotency,
     key: RecordKey,
     scope: ScopeText,
@@ -89,6 +106,10 @@ pub struct Call<P = ReleaseErrors> {
     /// The version written into records and required of replayed ones.
     version: u32,
     policy: P,
+    /// Asked on a takeover of a vanished holder ([`NoReconcile`]: not).
+    reconcile: R,
+    /// Where the call runs.
+    place: W,
     /// Boxed: refusals are rare, and an `Error` inline would enlarge every
     /// call and every future that holds it.
     refused: Option<Box<Error>>,
@@ -97,8 +118,7 @@ pub struct Call<P = ReleaseErrors> {
 }
 
 /// What a call's result is before the edge: the body's error kept apart
-/// from idem's.
-/// What [`Call::run_apart`] answers.
+/// from idem's. What [`Call::run_apart`] answers.
 pub type Ran<T, E> = Reported<Result<T, Failed<E>>>;
 
 impl Call {
@@ -120,13 +140,15 @@ impl Call {
             fingerprint: Fingerprint::NONE,
             version: 0,
             policy: ReleaseErrors,
+            reconcile: NoReconcile,
+            place: Attached,
             refused,
             site: CallSite::UNNAMED,
         }
     }
 }
 
-impl<P> Call<P> {
+impl<P, R, W> Call<P, R, W> {
     /// The hashed key of this call.
     ///
     /// ```
@@ -138,247 +160,87 @@ impl<P> Call<P> {
         self.key
     }
 
-    /// Runs `body` if this call wins the claim; otherwise replays the
-    /// stored result or reports why not.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
-    /// let out: Result<u8, idem::Error> = idem.call("demo", "k").run(|| async { Ok(1) }).await;
-    /// assert_eq!(out.unwrap(), 1);
-    /// # }
-    /// ```
-    pub async fn run<T, E, F>(self, body: F) -> Result<T, E>
-    where
-        T: Serialize + DeserializeOwned,
-        E: From<Error>,
-        P: ErrorPolicy<E>,
-        F: Body<T, E>,
-    {
-        self.execute(body).await.converted(E::from).result
-    }
-
-    /// As [`run`](Call::run), and also tells whether the result was
-    /// replayed (for HTTP's `Idempotent-Replayed` header) and whether an
-    /// `Err` is stored.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
-    /// #[derive(Debug, serde::Serialize, serde::Deserialize)]
-    /// enum PayError { Declined, Idem(String) }
-    /// impl From<idem::Error> for PayError {
-    ///     fn from(e: idem::Error) -> Self { PayError::Idem(e.to_string()) }
-    /// }
-    /// let out = idem
-    ///     .call("payments", "order-1")
-    ///     .errors(idem::replay_errors())
-    ///     .run_reported(|| async { Err::<u8, _>(PayError::Declined) })
-    ///     .await;
-    /// assert!(out.stored && !out.replayed);
-    /// # }
-    /// ```
-    pub async fn run_reported<T, E, F>(self, body: F) -> Reported<Result<T, E>>
-    where
-        T: Serialize + DeserializeOwned,
-        E: From<Error>,
-        P: ErrorPolicy<E>,
-        F: Body<T, E>,
-    {
-        self.execute(body).await.converted(E::from)
-    }
-
-    /// As [`run_reported`](Call::run_reported), with the body's errors
-    /// kept apart from idem's own in a [`Failed`], so `E` needs no
-    /// `From<idem::Error>`: for integrations that answer the two
-    /// differently (an HTTP layer, a job runner).
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use idem::Failed;
-    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
-    /// let out = idem
-    ///     .call("jobs", "job-1")
-    ///     .run_apart(|| async { Err::<u8, &str>("declined") })
-    ///     .await;
-    /// assert!(matches!(out.result, Err(Failed::Body { error: "declined", stored: false, .. })));
-    /// let empty = idem.call("jobs", "").run_apart(|| async { Ok::<u8, ()>(1) }).await;
-    /// assert!(matches!(empty.result, Err(Failed::Idem(idem::Error::InvalidKey(_)))));
-    /// # }
-    /// ```
-    pub fn run_apart<T, E, F>(self, body: F) -> impl Future<Output = Ran<T, E>>
-    where
-        T: Serialize + DeserializeOwned,
-        P: ErrorPolicy<E>,
-        F: Body<T, E>,
-    {
-        self.execute(body)
-    }
-
-    /// As [`run`](Call::run), on `store` instead of the handle's: for a
-    /// store that lives only as long as a borrow, such as one that joins
-    /// the caller's database transaction. The handle's settings apply; its
-    /// local cache is not used (a record completed inside a transaction
-    /// may yet roll back), and a call dropped while its body runs does not
-    /// release its claim (nothing `'static` to hand the release to): the
-    /// claim ends with the transaction or its lease. Recovery points
-    /// ([`idem::step`](crate::step)) are refused in such a call
-    /// (`Error::InvalidStep`): a step saved in the caller's transaction
-    /// would roll back with it.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
-    /// let borrowed = idem::MemoryStore::new();
-    /// let out: Result<u8, idem::Error> =
-    ///     idem.call("demo", "k").run_on(&borrowed, || async { Ok(1) }).await;
-    /// assert_eq!(out.unwrap(), 1);
-    /// # }
-    /// ```
-    pub async fn run_on<S, T, E, F>(self, store: &S, body: F) -> Result<T, E>
-    where
-        S: Store + ?Sized,
-        T: Serialize + DeserializeOwned,
-        E: From<Error>,
-        P: ErrorPolicy<E>,
-        F: Body<T, E>,
-    {
-        self.execute_on(store, body).await.converted(E::from).result
-    }
-
-    /// As [`run_on`](Call::run_on), and also tells whether the result was
-    /// replayed and whether an `Err` is stored.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
-    /// let borrowed = idem::MemoryStore::new();
-    /// let out = idem
-    ///     .call("demo", "k")
-    ///     .run_on_reported(&borrowed, || async { Ok::<_, idem::Error>(1u8) })
-    ///     .await;
-    /// assert!(!out.replayed);
-    /// # }
-    /// ```
-    pub async fn run_on_reported<S, T, E, F>(self, store: &S, body: F) -> Reported<Result<T, E>>
-    where
-        S: Store + ?Sized,
-        T: Serialize + DeserializeOwned,
-        E: From<Error>,
-        P: ErrorPolicy<E>,
-        F: Body<T, E>,
-    {
-        self.execute_on(store, body).await.converted(E::from)
-    }
-
-    /// The one path of every run: the protocol on the handle's store and
-    /// cache, the body's errors kept apart from idem's. A plain fn
-    /// returning the protocol's future, not an async fn awaiting it, so
-    /// that no async layer enlarges the caller's future or copies the
-    /// `Call` once more.
-    pub(crate) fn execute<T, E, F>(self, body: F) -> impl Future<Output = Ran<T, E>>
-    where
-        T: Serialize + DeserializeOwned,
-        P: ErrorPolicy<E>,
-        F: Body<T, E>,
-    {
-        self.execute_reconciled(NoReconcile, body)
-    }
-
-    /// As [`execute`](Call::execute), with a reconcile for a takeover.
-    pub(crate) fn execute_reconciled<T, E, R, F>(
+    /// The same call with its error policy, reconcile and place mapped:
+    /// the builder's one way to change a type parameter.
+    pub(crate) fn map<Q, R2, W2>(
         self,
-        reconcile: R,
-        body: F,
-    ) -> impl Future<Output = Ran<T, E>>
-    where
-        T: Serialize + DeserializeOwned,
-        P: ErrorPolicy<E>,
-        R: Reconcile<T, E>,
-        F: Body<T, E>,
-    {
-        let target = Arc::clone(&self.idem.inner);
-        let span = self.span();
-        let run = WithReconcile { reconcile, body };
-        self.protocol(target, run, span.clone()).instrument(span)
-    }
-
-    /// As [`execute`](Call::execute), for a body that reconciles itself
-    /// when handed a [`Takeover`] (the attribute's `reconcile = …`).
-    pub(crate) fn execute_self_reconciling<T, E, F, Fut>(
-        self,
-        body: F,
-    ) -> impl Future<Output = Ran<T, E>>
-    where
-        T: Serialize + DeserializeOwned,
-        P: ErrorPolicy<E>,
-        F: FnOnce(Option<Takeover>) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        let target = Arc::clone(&self.idem.inner);
-        let span = self.span();
-        let run = SelfReconciling(body);
-        self.protocol(target, run, span.clone()).instrument(span)
-    }
-
-    /// As [`execute`](Call::execute), on a borrowed store.
-    pub(crate) fn execute_on<S, T, E, F>(
-        self,
-        store: &S,
-        body: F,
-    ) -> impl Future<Output = Ran<T, E>>
-    where
-        S: Store + ?Sized,
-        T: Serialize + DeserializeOwned,
-        P: ErrorPolicy<E>,
-        F: Body<T, E>,
-    {
-        self.execute_on_reconciled(store, NoReconcile, body)
-    }
-
-    /// As [`execute_on`](Call::execute_on), with a reconcile for a
-    /// takeover.
-    pub(crate) fn execute_on_reconciled<S, T, E, R, F>(
-        self,
-        store: &S,
-        reconcile: R,
-        body: F,
-    ) -> impl Future<Output = Ran<T, E>>
-    where
-        S: Store + ?Sized,
-        T: Serialize + DeserializeOwned,
-        P: ErrorPolicy<E>,
-        R: Reconcile<T, E>,
-        F: Body<T, E>,
-    {
-        let span = self.span();
-        let run = WithReconcile { reconcile, body };
-        self.protocol(store, run, span.clone()).instrument(span)
-    }
-
-    /// The call's span: scope, short key hash, and (once known) outcome and
-    /// whether it was replayed; `Span::none()` when neither a subscriber
-    /// nor a `log` logger would see it (see `heard`), so that the call
-    /// builds no span and entering it on every poll costs a branch.
-    fn span(&self) -> tracing::Span {
-        if !may_be_heard() {
-            return tracing::Span::none();
-        }
-        let span = tracing::info_span!(
-            "idem.call",
-            scope = %self.scope,
-            key = %self.key.short(),
-            outcome = tracing::field::Empty,
-            replayed = tracing::field::Empty,
-            reconciled = tracing::field::Empty,
-        );
-        if heard(&span) {
-            span
-        } else {
-            tracing::Span::none()
+        parts: impl FnOnce(P, R, W) -> (Q, R2, W2),
+    ) -> Call<Q, R2, W2> {
+        let Call {
+            idem,
+            key,
+            scope,
+            ttl,
+            tombstone,
+            lease,
+            wait,
+            fingerprint,
+            version,
+            policy,
+            reconcile,
+            place,
+            refused,
+            site,
+        } = self;
+        let (policy, reconcile, place) = parts(policy, reconcile, place);
+        Call {
+            idem,
+            key,
+            scope,
+            ttl,
+            tombstone,
+            lease,
+            wait,
+            fingerprint,
+            version,
+            policy,
+            reconcile,
+            place,
+            refused,
+            site,
         }
     }
 
+    /// The plain call the protocol runs, and the reconcile and place set
+    /// on this one.
+    pub(crate) fn split(self) -> (Call<P>, R, W) {
+        let Call {
+            idem,
+            key,
+            scope,
+            ttl,
+            tombstone,
+            lease,
+            wait,
+            fingerprint,
+            version,
+            policy,
+            reconcile,
+            place,
+            refused,
+            site,
+        } = self;
+        let call = Call {
+            idem,
+            key,
+            scope,
+            ttl,
+            tombstone,
+            lease,
+            wait,
+            fingerprint,
+            version,
+            policy,
+            reconcile: NoReconcile,
+            place: Attached,
+            refused,
+            site,
+        };
+        (call, reconcile, place)
+    }
+}
+
+impl<P> Call<P> {
     /// The protocol: claim, run, settle (complete or release), or replay.
     /// Each end is counted by outcome and recorded in `span`.
     #[expect(clippy::manual_async_fn, reason = "an async fn doubles its arguments")]
@@ -449,29 +311,6 @@ impl<P> Call<P> {
             self.settle(&mut guard, cache, result, &span).await
         }
     }
-}
-
-/// Whether anyone sees the call's span: a subscriber listening to it, or a
-/// `log` logger printing its records (tracing's `log` feature logs the
-/// fields of disabled spans) or its enters and exits.
-fn heard(span: &tracing::Span) -> bool {
-    !span.is_disabled() || logged()
-}
-
-/// Whether a `log` logger prints the span's records or its enters and
-/// exits (tracing logs those under `tracing::span::active`).
-fn logged() -> bool {
-    log::log_enabled!(target: module_path!(), log::Level::Info)
-        || log::log_enabled!(target: "tracing::span::active", log::Level::Trace)
-}
-
-/// Whether the span could be heard at all: `info_span!` itself first
-/// checks the level filter, and without a subscriber at INFO or a logger
-/// building the span would only make a disabled span nobody reads.
-fn may_be_heard() -> bool {
-    use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
-    let info = LevelFilter::INFO;
-    (STATIC_MAX_LEVEL >= info && LevelFilter::current() >= info) || logged()
 }
 
 /// Where a call's protocol runs: the handle's own store (with its local

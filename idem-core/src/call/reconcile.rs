@@ -4,10 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use serde::{Serialize, de::DeserializeOwned};
-
-use super::{Call, Reported};
-use crate::{Body, Error, ErrorPolicy, Store};
+use super::Call;
+use crate::Body;
 
 /// A call's reconcile: asked, instead of the body, when the call takes
 /// over the claim of a holder that vanished (its lease ran out before it
@@ -57,15 +55,7 @@ where
     }
 }
 
-/// A call with a reconcile: made by [`Call::reconcile`], run like a
-/// [`Call`]. Set the call's other options before `reconcile`.
-#[must_use = "a call does nothing until `.run(…)` is awaited"]
-pub struct Reconciling<P, R> {
-    call: Call<P>,
-    reconcile: R,
-}
-
-impl<P> Call<P> {
+impl<P, R, W> Call<P, R, W> {
     /// What to ask, instead of running the body, when this call takes over
     /// the claim of a holder that vanished (killed, partitioned, its lease
     /// lost) before it stored a result: the holder may or may not have had
@@ -88,6 +78,11 @@ impl<P> Call<P> {
     /// reconcile in `idem_reconciled_total`, and its span has
     /// `reconciled = true` (`false` when the reconcile answered `None`).
     ///
+    /// A setting like any other: a reconciling call may also be
+    /// [detached](Call::detach) (then the reconcile, like the body, is
+    /// `Send + 'static`) or run [on a borrowed store](Call::on). Setting it
+    /// again replaces the reconcile.
+    ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
@@ -104,98 +99,15 @@ impl<P> Call<P> {
     /// assert!(out.unwrap().starts_with("charge "));
     /// # }
     /// ```
-    pub fn reconcile<R>(self, reconcile: R) -> Reconciling<P, R> {
-        Reconciling {
-            call: self,
-            reconcile,
-        }
-    }
-}
-
-impl<P, R> Reconciling<P, R> {
-    /// As [`Call::run`].
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
-    /// let out: Result<u8, idem::Error> = idem
-    ///     .call("demo", "k")
-    ///     .reconcile(|| async { Ok(Some(2)) })
-    ///     .run(|| async { Ok(1) })
-    ///     .await;
-    /// assert_eq!(out.unwrap(), 1, "not a takeover: the body runs");
-    /// # }
-    /// ```
-    pub async fn run<T, E, F>(self, body: F) -> Result<T, E>
-    where
-        T: Serialize + DeserializeOwned,
-        E: From<Error>,
-        P: ErrorPolicy<E>,
-        R: Reconcile<T, E>,
-        F: Body<T, E>,
-    {
-        self.run_reported(body).await.result
-    }
-
-    /// As [`Call::run_reported`].
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
-    /// let out = idem
-    ///     .call("demo", "k")
-    ///     .reconcile(|| async { Ok(Some(2u8)) })
-    ///     .run_reported(|| async { Ok::<_, idem::Error>(1) })
-    ///     .await;
-    /// assert!(!out.replayed);
-    /// # }
-    /// ```
-    pub async fn run_reported<T, E, F>(self, body: F) -> Reported<Result<T, E>>
-    where
-        T: Serialize + DeserializeOwned,
-        E: From<Error>,
-        P: ErrorPolicy<E>,
-        R: Reconcile<T, E>,
-        F: Body<T, E>,
-    {
-        let Reconciling { call, reconcile } = self;
-        call.execute_reconciled(reconcile, body)
-            .await
-            .converted(E::from)
-    }
-
-    /// As [`Call::run_on`].
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
-    /// let borrowed = idem::MemoryStore::new();
-    /// let out: Result<u8, idem::Error> = idem
-    ///     .call("demo", "k")
-    ///     .reconcile(|| async { Ok(None) })
-    ///     .run_on(&borrowed, || async { Ok(1) })
-    ///     .await;
-    /// assert_eq!(out.unwrap(), 1);
-    /// # }
-    /// ```
-    pub async fn run_on<S, T, E, F>(self, store: &S, body: F) -> Result<T, E>
-    where
-        S: Store + ?Sized,
-        T: Serialize + DeserializeOwned,
-        E: From<Error>,
-        P: ErrorPolicy<E>,
-        R: Reconcile<T, E>,
-        F: Body<T, E>,
-    {
-        let Reconciling { call, reconcile } = self;
-        let ran = call.execute_on_reconciled(store, reconcile, body).await;
-        ran.converted(E::from).result
+    pub fn reconcile<Q>(self, reconcile: Q) -> Call<P, Q, W> {
+        self.map(|policy, _, place| (policy, reconcile, place))
     }
 }
 
 /// A takeover the reconcile is asked about: made by the protocol only
 /// when a call with a reconcile takes over a vanished holder's claim, and
-/// told how the reconcile answered.
+/// told how the reconcile answered. Handed to the attribute's body, which
+/// asks its `reconcile = …` itself (with the parameters it owns).
 #[doc(hidden)]
 pub struct Takeover(Arc<Answer>);
 
@@ -276,24 +188,6 @@ where
             return Ok(value);
         }
         (self.body)().await
-    }
-}
-
-/// The attribute's body, which reconciles itself when handed a
-/// [`Takeover`].
-pub(crate) struct SelfReconciling<F>(pub(crate) F);
-
-impl<T, E, F, Fut> Run<T, E> for SelfReconciling<F>
-where
-    F: FnOnce(Option<Takeover>) -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-{
-    fn reconciles(&self) -> bool {
-        true
-    }
-
-    fn start(self, takeover: Option<Takeover>) -> impl Future<Output = Result<T, E>> {
-        (self.0)(takeover)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The transactional mode: a call whose claim, body and completion run in
 //! the caller's transaction (its steps in `crate::sql::tx`).
 
-use idem_core::{Call, Error, ErrorPolicy, Reported};
+use idem_core::{Call, Error, ErrorPolicy, NoReconcile, Reconcile, Reported};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::MySql;
@@ -24,10 +24,10 @@ pub use handle::TxHandle;
 /// # }
 /// ```
 #[must_use = "a call does nothing until `.run(…)` is awaited"]
-pub struct InTransaction<'a, P> {
+pub struct InTransaction<'a, P, R = NoReconcile> {
     store: &'a MySqlStore,
     conn: &'a mut MySqlConnection,
-    call: Call<P>,
+    call: Call<P, R>,
 }
 
 impl MySqlStore {
@@ -83,11 +83,11 @@ impl MySqlStore {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn in_transaction<'a, P>(
+    pub fn in_transaction<'a, P, R>(
         &'a self,
         tx: &'a mut sqlx::Transaction<'_, MySql>,
-        call: Call<P>,
-    ) -> InTransaction<'a, P> {
+        call: Call<P, R>,
+    ) -> InTransaction<'a, P, R> {
         InTransaction {
             store: self,
             conn: &mut *tx,
@@ -96,7 +96,7 @@ impl MySqlStore {
     }
 }
 
-impl<P> InTransaction<'_, P> {
+impl<P, R> InTransaction<'_, P, R> {
     /// Runs `body` with the transaction's connection if this call wins the
     /// claim; otherwise replays the stored result or reports why not, as
     /// [`Call::run`] does.
@@ -120,6 +120,7 @@ impl<P> InTransaction<'_, P> {
         T: Serialize + DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
         F: AsyncFnOnce(&mut MySqlConnection) -> Result<T, E>,
     {
         self.run_reported(body).await.result
@@ -142,9 +143,10 @@ impl<P> InTransaction<'_, P> {
         T: Serialize + DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
         F: AsyncFnOnce(&mut MySqlConnection) -> Result<T, E>,
     {
         let sql = self.store.statements();
-        crate::sql::tx::run_reported::<Sql, _, _, _, _>(sql, self.conn, self.call, body).await
+        crate::sql::tx::run_reported::<Sql, _, _, _, _, _>(sql, self.conn, self.call, body).await
     }
 }

@@ -1,7 +1,7 @@
 //! The transactional mode: a call whose claim, body and completion run in
 //! the caller's transaction (its steps in `crate::sql::tx`).
 
-use idem_core::{Call, Error, ErrorPolicy, Reported};
+use idem_core::{Call, Error, ErrorPolicy, NoReconcile, Reconcile, Reported};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sqlx::Postgres;
@@ -24,10 +24,10 @@ pub use handle::TxHandle;
 /// # }
 /// ```
 #[must_use = "a call does nothing until `.run(…)` is awaited"]
-pub struct InTransaction<'a, P> {
+pub struct InTransaction<'a, P, R = NoReconcile> {
     store: &'a PostgresStore,
     conn: &'a mut PgConnection,
-    call: Call<P>,
+    call: Call<P, R>,
 }
 
 impl PostgresStore {
@@ -49,6 +49,10 @@ impl PostgresStore {
     ///   serialization error (`Error::Store`); retry the transaction.
     /// - The handle's local cache is not used: a record is not known to
     ///   exist until the commit.
+    /// - The call is run [on](idem_core::Call::on) a store over `tx`, with
+    ///   its settings: a [reconcile](idem_core::Call::reconcile) is asked
+    ///   on a takeover as anywhere. A [detached](idem_core::Call::detach)
+    ///   call is not accepted (its body could outlive the transaction).
     ///
     /// ```no_run
     /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -76,11 +80,11 @@ impl PostgresStore {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn in_transaction<'a, P>(
+    pub fn in_transaction<'a, P, R>(
         &'a self,
         tx: &'a mut sqlx::Transaction<'_, Postgres>,
-        call: Call<P>,
-    ) -> InTransaction<'a, P> {
+        call: Call<P, R>,
+    ) -> InTransaction<'a, P, R> {
         InTransaction {
             store: self,
             conn: &mut *tx,
@@ -89,7 +93,7 @@ impl PostgresStore {
     }
 }
 
-impl<P> InTransaction<'_, P> {
+impl<P, R> InTransaction<'_, P, R> {
     /// Runs `body` with the transaction's connection if this call wins the
     /// claim; otherwise replays the stored result or reports why not, as
     /// [`Call::run`] does.
@@ -113,6 +117,7 @@ impl<P> InTransaction<'_, P> {
         T: Serialize + DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
         F: AsyncFnOnce(&mut PgConnection) -> Result<T, E>,
     {
         self.run_reported(body).await.result
@@ -135,9 +140,10 @@ impl<P> InTransaction<'_, P> {
         T: Serialize + DeserializeOwned,
         E: From<Error>,
         P: ErrorPolicy<E>,
+        R: Reconcile<T, E>,
         F: AsyncFnOnce(&mut PgConnection) -> Result<T, E>,
     {
         let sql = self.store.statements();
-        crate::sql::tx::run_reported::<Sql, _, _, _, _>(sql, self.conn, self.call, body).await
+        crate::sql::tx::run_reported::<Sql, _, _, _, _, _>(sql, self.conn, self.call, body).await
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use idem_core::key::RecordKey;
 use idem_core::store::{Claim, ClaimOutcome, Fence, Retention, Token, async_trait};
-use idem_core::{Call, Error, ErrorPolicy, Reported, Store, StoreError};
+use idem_core::{Call, Error, ErrorPolicy, Reconcile, Reported, Store, StoreError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Mutex;
@@ -15,11 +15,12 @@ use super::dialect::{ClaimBytes, Completion, Dialect, Query};
 use super::send::{Affected, Answer};
 
 /// Runs `call` with `body` on `conn`, a transaction's connection, the
-/// records in `sql`'s table (`InTransaction::run_reported`).
-pub(crate) async fn run_reported<S, P, T, E, F>(
+/// records in `sql`'s table (`InTransaction::run_reported`): the call on a
+/// borrowed store, as [`Call::on`] runs it.
+pub(crate) async fn run_reported<S, P, R, T, E, F>(
     sql: &S,
     conn: &mut S::Conn,
-    call: Call<P>,
+    call: Call<P, R>,
     body: F,
 ) -> Reported<Result<T, E>>
 where
@@ -28,15 +29,17 @@ where
     T: Serialize + DeserializeOwned,
     E: From<Error>,
     P: ErrorPolicy<E>,
+    R: Reconcile<T, E>,
     F: AsyncFnOnce(&mut S::Conn) -> Result<T, E>,
 {
     let store = TxStore::new(sql, conn);
     let store = &store;
-    call.run_on_reported(store, || async move {
-        let mut conn = store.conn.lock().await;
-        body(&mut **conn).await
-    })
-    .await
+    call.on(store)
+        .run_reported(|| async move {
+            let mut conn = store.conn.lock().await;
+            body(&mut **conn).await
+        })
+        .await
 }
 
 /// A store on one transaction's connection. The body holds the connection
