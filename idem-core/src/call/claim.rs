@@ -156,7 +156,7 @@ impl<P> Call<P> {
     }
 
     /// A claim the store did not answer: the body does not run, and a
-    /// claim that may have been applied is released in the background.
+    /// claim that may have been applied lapses in the background.
     fn claim_failed<T, E>(
         &self,
         err: StoreError,
@@ -172,7 +172,7 @@ impl<P> Call<P> {
             seen.scope(&self.scope);
         }
         if let Some(owned) = on_drop {
-            renewal::release_if_applied(owned, self.key, claim.token, claim.lease);
+            renewal::lapse_if_applied(owned, self.key, claim.token, claim.lease);
         }
         self.ended(
             span,
