@@ -152,6 +152,15 @@ pub struct IdempotencyBuilder {
     local_cache: Option<usize>,
 }
 
+impl std::fmt::Debug for IdempotencyBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotencyBuilder")
+            .field("max_record_bytes", &self.max_record_bytes)
+            .field("local_cache", &self.local_cache)
+            .finish_non_exhaustive()
+    }
+}
+
 impl IdempotencyBuilder {
     /// The largest encoded record accepted; a larger value is
     /// `Error::Codec(CodecError::TooLarge)` and nothing is stored.

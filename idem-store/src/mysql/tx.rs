@@ -30,6 +30,16 @@ pub struct InTransaction<'a, P, R = NoReconcile> {
     call: Call<P, R>,
 }
 
+/// The store and the call; not the connection.
+impl<P, R> std::fmt::Debug for InTransaction<'_, P, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InTransaction")
+            .field("store", self.store)
+            .field("call", &self.call)
+            .finish_non_exhaustive()
+    }
+}
+
 impl MySqlStore {
     /// Runs `call` inside the caller's transaction `tx`: the claim, the
     /// body's own writes (the body gets the transaction's connection) and
