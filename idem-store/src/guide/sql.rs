@@ -1,4 +1,5 @@
-//! The SQL stores: SQLite (feature `sqlite`), PostgreSQL (feature
+//! The SQL stores (`idem::guide::sql`, features `sqlite` and `postgres` of
+//! idemkit): SQLite (feature `sqlite`), PostgreSQL (feature
 //! `postgres`, with its transactional mode) and MySQL/MariaDB (feature
 //! `mysql`).
 //!
@@ -108,7 +109,7 @@
 //! space but evidence: its holder may have had its effect, and the next
 //! call must take it over (and ask its `reconcile`) rather than run as if
 //! the key were new. So a purge keeps a lapsed claim for
-//! [`LAPSED_CLAIM_KEPT`](crate::store::LAPSED_CLAIM_KEPT) (a day) after its
+//! [`LAPSED_CLAIM_KEPT`](idem_contract::store::LAPSED_CLAIM_KEPT) (a day) after its
 //! lease, as Redis does. `purge_expired()` deletes the rest in batches of
 //! `purge_batch` rows (default 5,000; rows locked by a running claim are
 //! skipped) and returns how many went. Run it every few minutes from one
@@ -246,5 +247,5 @@
 //!   PostgreSQL (`?` placeholders in the body's own SQL).
 //! - **Operating**: `idem --mysql URL` (or `IDEM_MYSQL_URL`) inspects,
 //!   lists, forgets, purges and counts its records, as for the other stores
-//!   ([operations](super::operations)); `--table` names the table, the
+//!   ([operations](https://docs.rs/idemkit/latest/idem/guide/operations/index.html)); `--table` names the table, the
 //!   database is the URL's.
