@@ -86,7 +86,7 @@
 //! the pool, and by default before handing it out too. Counted on the wire
 //! through a proxy (`each_step_is_one_round_trip` in `integration/tests/postgres.rs`):
 //!
-//! | how the store reaches PostgreSQL | turns per step (claim, renew, complete, replay, release) |
+//! | how the store reaches PostgreSQL | turns per store operation (claim, renew, complete, replay, release) |
 //! | --- | --- |
 //! | `PostgresStore::connect(url)`: the store's own connections | 1 |
 //! | `PostgresStore::from_pool(pool)`, pool with `test_before_acquire(false)` | 2 (the statement, then the release ping) |
@@ -104,7 +104,7 @@
 //! pool for everything; the release ping adds server work and a network turn,
 //! though not caller latency.
 //!
-//! **Purging.** Expired records are ignored by every step, so purging them
+//! **Purging.** Expired records are ignored by every store operation, so purging them
 //! only reclaims space. A claim whose lease lapsed without a result is not
 //! space but evidence: its holder may have had its effect, and the next
 //! call must take it over (and ask its `reconcile`) rather than run as if
@@ -213,7 +213,7 @@
 //! `MySqlStore::builder()` sets the database, table and connections, as for
 //! PostgreSQL.
 //!
-//! - **One round trip per step**, counted through a proxy
+//! - **One round trip per store operation**, counted through a proxy
 //!   (`integration/tests/mysql.rs`, `round_trips.rs`): claim, complete, release,
 //!   renew and saving a step are 1 turn each on the store's own connections,
 //!   2 on a pool with `test_before_acquire(false)`, 3 on sqlx's default pool;
