@@ -223,38 +223,12 @@ impl<P, R, W> Call<P, R, W> {
     /// The plain call the protocol runs, and the reconcile and place set
     /// on this one.
     pub(crate) fn split(self) -> (Call<P>, R, W) {
-        let Call {
-            idem,
-            key,
-            scope,
-            ttl,
-            tombstone,
-            lease,
-            wait,
-            fingerprint,
-            version,
-            policy,
-            reconcile,
-            place,
-            refused,
-            site,
-        } = self;
-        let call = Call {
-            idem,
-            key,
-            scope,
-            ttl,
-            tombstone,
-            lease,
-            wait,
-            fingerprint,
-            version,
-            policy,
-            reconcile: NoReconcile,
-            place: Attached,
-            refused,
-            site,
-        };
+        let mut set = None;
+        let call = self.map(|policy, reconcile, place| {
+            set = Some((reconcile, place));
+            (policy, NoReconcile, Attached)
+        });
+        let (reconcile, place) = set.expect("`map` calls its closure once");
         (call, reconcile, place)
     }
 }
