@@ -3,16 +3,9 @@
 //! run again, `purge` removes expired records, `stats` counts them, and
 //! bad input fails clearly with a non-zero exit.
 //!
-//! Servers: see integration/tests/support/pg_server.rs, redis_server.rs
+//! Servers: see integration/tests/all/support/pg_server.rs, redis_server.rs
 //! and mysql_server.rs (the machine's, else private ones these tests
 //! start).
-
-#[path = "../../integration/tests/support/mysql_server.rs"]
-mod mysql_server;
-#[path = "../../integration/tests/support/pg_server.rs"]
-mod pg_server;
-#[path = "../../integration/tests/support/redis_server.rs"]
-mod redis_server;
 
 use std::process::{Command, Output};
 use std::sync::Arc;
@@ -24,6 +17,8 @@ use idem::key::RecordKey;
 use idem::store::{Claim, ClaimOutcome, Token};
 use idem::{Error, Idempotency, MySqlStore, PostgresStore, RedisStore, SqliteStore, Store};
 use serde_json::{Value, json};
+
+use crate::{mysql_server, pg_server, redis_server};
 
 /// Runs `idem` with `args`; its exit code, stdout and stderr.
 fn run(args: &[&str]) -> (i32, String, String) {

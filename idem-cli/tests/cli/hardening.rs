@@ -4,11 +4,6 @@
 //! prefixes, HTTP responses shown as responses, `purge` counting steps
 //! apart, `forget` all or nothing.
 
-#[path = "../../integration/tests/support/mysql_server.rs"]
-mod mysql_server;
-#[path = "../../integration/tests/support/pg_server.rs"]
-mod pg_server;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +12,8 @@ use idem::key::RecordKey;
 use idem::store::Token;
 use idem::{Error, Idempotency, SqliteStore};
 use serde_json::{Value, json};
+
+use crate::{mysql_server, pg_server};
 
 /// Runs `idem` with `args` and the environment `env`; exit code, stdout,
 /// stderr.

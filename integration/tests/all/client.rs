@@ -3,22 +3,20 @@
 //! layer on the server (the payments example's app, or small routers), and
 //! a proxy that loses responses. Attempts are counted where they arrive.
 
-#![cfg(all(feature = "axum", feature = "memory", feature = "client"))]
-
-mod client_support;
+use crate::support;
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::support::client::app::{self, Options, Payments};
+use crate::support::client::lossy_proxy::LossyProxy;
+use crate::support::client::{Recorder, client, is_uuid_v4_string, quick, serve};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
 use bytes::Bytes;
-use client_support::app::{self, Options, Payments};
-use client_support::lossy_proxy::LossyProxy;
-use client_support::{Recorder, client, is_uuid_v4_string, quick, serve};
 use http_body_util::StreamBody;
 use hyper::body::Frame;
 use idem::client::DeadlineExceeded;
@@ -242,7 +240,7 @@ async fn two_logical_requests_get_two_keys_and_only_unsafe_methods_get_one() {
 
     // `.methods` chooses them.
     let (base, recorder) = routes().await;
-    let client = client_support::client(quick().methods([Method::PUT]));
+    let client = support::client::client(quick().methods([Method::PUT]));
     let _ = client.put(format!("{base}/created")).send().await.unwrap();
     let _ = client.post(format!("{base}/created")).send().await.unwrap();
     let keys: Vec<_> = recorder.arrivals().into_iter().map(|a| a.key).collect();

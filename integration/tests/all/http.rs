@@ -2,22 +2,18 @@
 //! routers) served on an ephemeral loopback port, spoken to with hyper's
 //! client.
 
-#![cfg(all(feature = "axum", feature = "memory"))]
-
-mod http_support;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::support::http::app::{self, Options};
+use crate::support::http::{Answer, Server, order, payments, quick, serve};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use axum::routing::post;
 use bytes::Bytes;
-use http_support::app::{self, Options};
-use http_support::{Answer, Server, order, payments, quick, serve};
 use idem::http::IdempotencyLayer;
 use idem::{Idempotency, MemoryStore};
 use serde_json::json;

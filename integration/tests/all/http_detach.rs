@@ -3,28 +3,18 @@
 //! never cancels it; its answer is stored for the retry. On every store,
 //! over real HTTP; with graceful shutdown draining what is still running.
 
-#![cfg(all(
-    feature = "axum",
-    feature = "memory",
-    feature = "redis",
-    feature = "postgres",
-    feature = "sqlite"
-))]
-
-mod http_support;
-#[path = "support/pg_server.rs"]
-mod pg_server;
-#[path = "support/redis_server.rs"]
-mod redis_server;
+use crate::support;
+use crate::support::pg_server;
+use crate::support::redis_server;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::http::{a_client_that_gives_up_gets_the_first_answer, order, pay_and_give_up};
 use axum::Router;
 use axum::http::{Method, StatusCode};
 use axum::routing::post;
-use http_support::{a_client_that_gives_up_gets_the_first_answer, order, pay_and_give_up};
 use idem::http::IdempotencyLayer;
 use idem::{Idempotency, MemoryStore, PostgresStore, RedisStore, SqliteStore};
 
@@ -54,7 +44,7 @@ async fn postgres_a_client_that_gives_up_gets_the_first_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_client_that_gives_up_gets_the_first_answer() {
-    let path = std::env::temp_dir().join(format!("idem-detach-{}.db", http_support::unique()));
+    let path = std::env::temp_dir().join(format!("idem-detach-{}.db", support::http::unique()));
     let store = SqliteStore::open(&path).await.unwrap();
     a_client_that_gives_up_gets_the_first_answer(Idempotency::new(store)).await;
     for suffix in ["", "-wal", "-shm"] {
@@ -68,12 +58,12 @@ async fn sqlite_a_client_that_gives_up_gets_the_first_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_drains_requests_still_running() {
     let idem = Idempotency::new(MemoryStore::new());
-    let options = http_support::Options {
+    let options = support::http::Options {
         gateway_delay: Duration::from_millis(500),
-        ..http_support::Options::default()
+        ..support::http::Options::default()
     };
-    let payments = http_support::app::Payments::new(idem.clone(), &options);
-    let router = http_support::app::router(payments.clone(), &options);
+    let payments = support::http::app::Payments::new(idem.clone(), &options);
+    let router = support::http::app::router(payments.clone(), &options);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -84,12 +74,12 @@ async fn graceful_shutdown_drains_requests_still_running() {
             })
             .await
     });
-    let client = http_support::Server {
+    let client = support::http::Server {
         base,
         client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build_http(),
     };
-    let key = format!("\"shutdown-{}\"", http_support::unique());
+    let key = format!("\"shutdown-{}\"", support::http::unique());
     pay_and_give_up(&client, &key, &order(99), Duration::from_millis(100)).await;
 
     let began = Instant::now();
@@ -102,7 +92,7 @@ async fn graceful_shutdown_drains_requests_still_running() {
     assert_eq!(payments.service_runs(), 1);
 
     // The record is stored: a new server on the same store replays it.
-    let (after, payments_after) = http_support::payments_on(idem, options).await;
+    let (after, payments_after) = support::http::payments_on(idem, options).await;
     let replay = after.pay(Some("dave"), Some(&key), &order(99)).await;
     assert!(replay.replayed(), "{:?}", replay.body);
     assert_eq!(replay.json()["amount_cents"], 99);
@@ -126,7 +116,7 @@ async fn a_panicking_handler_answers_500_and_the_retry_runs() {
             }),
         )
         .layer(IdempotencyLayer::new(Idempotency::new(MemoryStore::new())));
-    let server = http_support::serve(router).await;
+    let server = support::http::serve(router).await;
     let send = || {
         server.send(
             Method::POST,

@@ -2,9 +2,7 @@
 //! sharing one Redis (`IDEM_TEST_REDIS_URL`, default
 //! `redis://127.0.0.1:6379`) replay each other's answers.
 
-#![cfg(all(feature = "axum", feature = "memory", feature = "redis"))]
-
-mod http_support;
+use crate::support;
 
 use idem::{Idempotency, RedisStore};
 
@@ -21,6 +19,6 @@ async fn two_instances_on_one_redis_replay_each_others_answers() {
     let second = RedisStore::connect(&url)
         .await
         .expect("a Redis at IDEM_TEST_REDIS_URL");
-    http_support::two_instances_share_records(Idempotency::new(first), Idempotency::new(second))
+    support::http::two_instances_share_records(Idempotency::new(first), Idempotency::new(second))
         .await;
 }

@@ -4,16 +4,13 @@
 //! key, a burst behind a failing handler, the canonical JSON fingerprint
 //! and the key's syntax.
 
-#![cfg(all(feature = "axum", feature = "memory"))]
-
-mod http_support;
-
 use std::convert::Infallible;
 use std::io::Read as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::support::http::{Answer, Server, order, payments, quick, serve};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -23,7 +20,6 @@ use axum::routing::post;
 use bytes::Bytes;
 use futures::StreamExt as _;
 use http_body_util::{BodyExt, Full};
-use http_support::{Answer, Server, order, payments, quick, serve};
 use idem::http::IdempotencyLayer;
 use idem::{Idempotency, MemoryStore};
 use tokio::sync::Semaphore;

@@ -2,21 +2,18 @@
 //! by a hash of the request's credentials, so one caller's stored response
 //! never reaches another who reuses the key. Over real HTTP.
 
-#![cfg(all(feature = "axum", feature = "memory", feature = "sqlite"))]
+use crate::support;
 
-mod http_support;
-
-#[path = "support/captured.rs"]
-mod captured;
+use crate::support::captured;
 
 use captured::Captured;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::support::http::{Answer, Server, serve};
 use axum::Router;
 use axum::http::{Method, StatusCode};
 use axum::routing::post;
-use http_support::{Answer, Server, serve};
 use idem::http::IdempotencyLayer;
 use idem::{Idempotency, MemoryStore, SqliteStore};
 
@@ -158,7 +155,7 @@ async fn no_raw_credential_is_stored_or_logged() {
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let path = std::env::temp_dir().join(format!("idem-scoping-{}.db", http_support::unique()));
+    let path = std::env::temp_dir().join(format!("idem-scoping-{}.db", support::http::unique()));
     let store = SqliteStore::open(&path).await.unwrap();
     let layer = IdempotencyLayer::new(Idempotency::new(store)).principal_cookies(["session"]);
     let runs = Arc::new(AtomicU32::new(0));

@@ -2,18 +2,16 @@
 //! issues, bound to the caller and an expiry, and updates that name the
 //! version they were made against in `If-Match`.
 
-#![cfg(all(feature = "axum", feature = "memory"))]
-
-mod http_support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::support::http::{Answer, Server, order, payments, quick, serve};
 use axum::Router;
 use axum::http::{Method, StatusCode};
 use axum::routing::post;
-use http_support::{Answer, Server, order, payments, quick, serve};
 use idem::http::{IdempotencyLayer, TokenIssuer};
 use idem::{Idempotency, MemoryStore};
 use serde_json::json;
@@ -185,7 +183,7 @@ async fn rotation_keeps_old_tokens_valid_until_the_secret_is_removed() {
 
 /// A payment of 1000 cents on the example app, and its URL.
 async fn paid(server: &Server, user: &str) -> String {
-    let key = format!("\"pay-{}\"", http_support::unique());
+    let key = format!("\"pay-{}\"", support::http::unique());
     let created = server.pay(Some(user), Some(&key), &order(1000)).await;
     assert_eq!(created.status, StatusCode::CREATED, "{:?}", created.body);
     created.headers["location"].to_str().unwrap().to_owned()

@@ -7,36 +7,19 @@
 //! stay within what the model permits, and every value answered was
 //! produced for that payload.
 //!
-//! `cargo test -p idem-integration --test model` runs the fixed-seed
+//! `cargo test -p idem-integration --test all model::` runs the fixed-seed
 //! corpus; `scripts/explore` runs many more cases. A failure prints its
 //! shrunk sequence as a test for `model/regressions.rs`.
-#![cfg(all(
-    feature = "memory",
-    feature = "sqlite",
-    feature = "postgres",
-    feature = "mysql",
-    feature = "redis",
-    feature = "testing"
-))]
 
-#[path = "support/mysql_server.rs"]
-mod mysql_server;
-#[path = "support/pg_server.rs"]
-mod pg_server;
-#[path = "support/redis_server.rs"]
-mod redis_server;
+use crate::support::mysql_server;
+use crate::support::pg_server;
+use crate::support::redis_server;
 
-#[path = "model/explore.rs"]
 mod explore;
-#[path = "model/model.rs"]
-mod model;
-#[path = "model/ops.rs"]
 mod ops;
-#[path = "model/regressions.rs"]
+mod reference;
 mod regressions;
-#[path = "model/sut.rs"]
 mod sut;
-#[path = "model/wire.rs"]
 mod wire;
 
 use sut::Backend;

@@ -6,14 +6,11 @@
 //!
 //! Needs a MySQL or MariaDB server: see `support/mysql_server.rs`.
 
-#[path = "support/mysql_server.rs"]
-mod mysql_server;
-#[path = "support/sql/mod.rs"]
-mod sql;
-#[path = "support/sql_mysql.rs"]
-mod sql_mysql;
-#[path = "support/tcp_gate.rs"]
-mod tcp_gate;
+use crate::support::mysql_server;
+use crate::support::sql;
+use crate::support::sql_mysql;
+use crate::support::tcp_gate;
+use crate::support::test_name;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -328,7 +325,7 @@ async fn a_private_server_starts_where_none_answers() {
     let nowhere = format!("mysql://root@127.0.0.1:{}/test", closed.port);
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
-            "private_server_worker",
+            test_name(module_path!(), "private_server_worker").as_str(),
             "--exact",
             "--nocapture",
             "--test-threads=1",

@@ -5,12 +5,10 @@
 //!
 //! Needs a MySQL or MariaDB server: see `support/mysql_server.rs`.
 
-#[path = "support/mysql_server.rs"]
-mod mysql_server;
-#[path = "support/sql/mod.rs"]
-mod sql;
-#[path = "support/sql_mysql.rs"]
-mod sql_mysql;
+use crate::support::mysql_server;
+use crate::support::sql;
+use crate::support::sql_mysql;
+use crate::support::test_name;
 
 use std::process::Command;
 use std::time::Duration;
@@ -39,7 +37,12 @@ async fn sigkilled_workers_leave_no_duplicate_effects() {
     let url = mysql_server::url().await;
     for round in 0.. {
         let mut worker = Command::new(std::env::current_exe().unwrap())
-            .args(["chaos_worker", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                test_name(module_path!(), "chaos_worker").as_str(),
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHAOS, &f.place)
             .env("IDEM_TEST_MYSQL_URL", &url)
             .spawn()

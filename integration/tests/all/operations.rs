@@ -2,8 +2,7 @@
 //! `Idempotency::forget` (the conformance suite runs `forget` on every
 //! store; here, its interplay with a running body).
 
-#[path = "support/captured.rs"]
-mod captured;
+use crate::support::captured;
 
 use captured::Captured;
 use tracing_subscriber::fmt::format::FmtSpan;

@@ -5,12 +5,9 @@
 //!
 //! Needs a PostgreSQL server: see `support/pg_server.rs`.
 
-#[path = "support/pg_server.rs"]
-mod pg_server;
-#[path = "support/sql/mod.rs"]
-mod sql;
-#[path = "support/sql_pg.rs"]
-mod sql_pg;
+use crate::support::pg_server;
+use crate::support::sql;
+use crate::support::sql_pg;
 
 use std::time::{Duration, Instant};
 

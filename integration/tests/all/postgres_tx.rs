@@ -6,12 +6,10 @@
 //!
 //! Needs a PostgreSQL server: see `support/pg_server.rs`.
 
-#[path = "support/pg_server.rs"]
-mod pg_server;
-#[path = "support/sql/mod.rs"]
-mod sql;
-#[path = "support/sql_pg.rs"]
-mod sql_pg;
+use crate::support::pg_server;
+use crate::support::sql;
+use crate::support::sql_pg;
+use crate::support::test_name;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,7 +31,12 @@ const DIE: &str = "IDEM_PG_TX_DIE";
 async fn a_process_that_dies_before_commit_leaves_nothing() {
     let f = fixture::<Pg>("tx_die").await;
     let status = Command::new(std::env::current_exe().unwrap())
-        .args(["dying_worker", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            test_name(module_path!(), "dying_worker").as_str(),
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(DIE, &f.place)
         .env("IDEM_TEST_DATABASE_URL", pg_server::url().await)
         .status()

@@ -13,10 +13,8 @@
 //! first delivery, and a handler slower than the ack wait keeps its
 //! message (in-progress acks) and its claim.
 
-#[path = "support/pg_server.rs"]
-mod pg_server;
-#[path = "support/queue_worker.rs"]
-mod queue_worker;
+use crate::support::pg_server;
+use crate::support::queue_worker;
 
 use std::process::{Command, Stdio};
 

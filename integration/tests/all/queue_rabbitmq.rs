@@ -2,10 +2,8 @@
 //! `AMQP_URL`): 300 orders, 10% published twice, one SIGKILL of the worker
 //! mid-way and a restart; afterwards every order is billed exactly once.
 
-#[path = "support/pg_server.rs"]
-mod pg_server;
-#[path = "support/queue_worker.rs"]
-mod queue_worker;
+use crate::support::pg_server;
+use crate::support::queue_worker;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -5,8 +5,7 @@
 //!
 //! Needs a PostgreSQL server: see `support/pg_server.rs`.
 
-#[path = "support/pg_server.rs"]
-mod pg_server;
+use crate::support::pg_server;
 
 use std::time::Duration;
 

@@ -4,7 +4,6 @@
 //! its `Some` is stored without running the body; a normal call never
 //! reconciles.
 
-#[path = "reconcile/run_paths.rs"]
 mod run_paths;
 
 use std::sync::LazyLock;

@@ -24,14 +24,11 @@
 //! PostgreSQL, 4–13 on SQLite; with it, 150 of 150 booked once every time,
 //! the reconcile answering `Some` 3–14 times per run; about 3 s a run.
 
-#[path = "support/pg_server.rs"]
-mod pg_server;
-#[path = "support/provider.rs"]
-mod provider;
-#[path = "support/queue_worker.rs"]
-mod queue_worker;
-#[path = "support/redis_server.rs"]
-mod redis_server;
+use crate::support::pg_server;
+use crate::support::provider;
+use crate::support::queue_worker;
+use crate::support::redis_server;
+use crate::support::test_name;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -250,7 +247,12 @@ struct Report {
 fn worker(spec: &WorkerSpec) -> Process {
     Process::spawn(
         Command::new(std::env::current_exe().unwrap())
-            .args(["chaos_worker", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                test_name(module_path!(), "chaos_worker").as_str(),
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .stdout(std::process::Stdio::null())
             .env(WORKER_ENV, serde_json::to_string(spec).unwrap()),
     )

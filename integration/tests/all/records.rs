@@ -10,7 +10,7 @@
 //! body does not run.
 //!
 //! Write the golden files of a new kind: `IDEM_WRITE_GOLDEN=1 cargo test
-//! -p idem-integration --test records write_golden`. Files that exist are
+//! -p idem-integration --test all records::write_golden`. Files that exist are
 //! never rewritten: a record written by one release must read in the next.
 
 use std::sync::{Arc, Mutex};
@@ -26,8 +26,7 @@ use idem::store::{Claim, ClaimOutcome, Fence, Token, async_trait};
 use idem::{CodecError, Error, Idempotency, MemoryStore, Store, StoreError, idempotent};
 use serde::{Deserialize, Serialize};
 
-#[path = "http_support/mod.rs"]
-mod http_support;
+use crate::support;
 
 mod before_the_move {
     #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
@@ -500,7 +499,7 @@ async fn write_golden() {
             }),
         )
         .layer(IdempotencyLayer::new(Idempotency::new(store.clone())));
-    let server = http_support::serve(router).await;
+    let server = support::http::serve(router).await;
     let answer = server
         .send(
             Method::POST,

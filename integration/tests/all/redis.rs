@@ -1,9 +1,9 @@
 //! The conformance suite on `RedisStore`, and what is particular to Redis:
 //! key layout, expiry by `PX`, the script cache, two processes racing.
-//! Faults (a killed server, a closed port) are in `tests/redis_fault.rs`.
+//! Faults (a killed server, a closed port) are in `tests/all/redis_fault.rs`.
 
-#[path = "support/redis_server.rs"]
-mod redis_server;
+use crate::support::redis_server;
+use crate::support::test_name;
 
 use std::time::Duration;
 
@@ -305,7 +305,7 @@ async fn two_processes_race_on_1000_keys() {
         std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "race_worker",
+                test_name(module_path!(), "race_worker").as_str(),
                 "--nocapture",
                 "--test-threads",
                 "1",

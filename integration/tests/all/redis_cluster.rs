@@ -1,18 +1,17 @@
 //! The conformance suite on a private three-master Redis Cluster on
-//! loopback, started once for this test binary from `redis-server
+//! loopback, started once for this test module from `redis-server
 //! --cluster-enabled yes` and `redis-cli --cluster create`.
 
-#[path = "support/cluster.rs"]
-mod cluster;
-#[path = "support/redis_server.rs"]
-mod redis_server;
+use crate::support::cluster;
+use crate::support::redis_server;
 
 use idem::{Idempotency, RedisStore};
 use redis_server::PrivateRedis;
 
 /// The cluster's node URLs.
 async fn nodes() -> Vec<String> {
-    cluster::nodes(PrivateRedis::start).await
+    static CLUSTER: tokio::sync::OnceCell<Vec<String>> = tokio::sync::OnceCell::const_new();
+    cluster::nodes(&CLUSTER, PrivateRedis::start).await
 }
 
 // Every case, the takeover ones included.

@@ -5,8 +5,7 @@
 //! and how long the store took to work again. Run with `--nocapture` to
 //! see the figures; README's "Running Redis for idem" reports them.
 
-#[path = "support/redis_server.rs"]
-mod redis_server;
+use crate::support::redis_server;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

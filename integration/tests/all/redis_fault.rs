@@ -3,10 +3,8 @@
 //! fast, no body runs without a won claim, and the same store (never
 //! recreated) works again after the restart.
 
-#[path = "support/redis_server.rs"]
-mod redis_server;
-#[path = "support/turn_proxy.rs"]
-mod turn_proxy;
+use crate::support::redis_server;
+use crate::support::turn_proxy;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

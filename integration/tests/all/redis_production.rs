@@ -2,11 +2,9 @@
 //! (unless allowed, with a warning), and `wait_for_replicas` fails closed
 //! without the acknowledgements it asks for. Private servers only.
 
-#[path = "support/redis_server.rs"]
-mod redis_server;
+use crate::support::redis_server;
 
-#[path = "support/captured.rs"]
-mod captured;
+use crate::support::captured;
 
 use captured::Captured;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -12,8 +12,7 @@
 //! the memory store and Redis (the Redis connection lives on a runtime of
 //! its own, since its I/O task must outlive the test's runtimes).
 
-#[path = "support/redis_server.rs"]
-mod redis_server;
+use crate::support::redis_server;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock};

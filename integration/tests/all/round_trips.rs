@@ -7,18 +7,10 @@
 //! (`idem::step`) costs one more turn, and a claim that resumes over saved
 //! steps reads them in its own turn.
 
-#[path = "support/mysql_server.rs"]
-mod mysql_server;
-#[path = "support/pg_server.rs"]
-mod pg_server;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-#[path = "support/sql/mod.rs"]
-mod sql;
-#[path = "support/sql_mysql.rs"]
-mod sql_mysql;
-#[path = "support/sql_pg.rs"]
-mod sql_pg;
+use crate::support::redis_server;
+use crate::support::sql;
+use crate::support::sql_mysql;
+use crate::support::sql_pg;
 
 use idem::store::Token;
 use idem::{Error, Idempotency, RedisStore};

@@ -2,6 +2,7 @@
 //! durability across processes: a record written by one process is
 //! replayed by a second one started afterwards on the same file.
 
+use crate::support::test_name;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -150,7 +151,7 @@ fn a_record_written_by_one_process_is_replayed_by_the_next() {
     let run = |role: &str| {
         let out = Command::new(std::env::current_exe().unwrap())
             .args([
-                "sqlite_worker",
+                test_name(module_path!(), "sqlite_worker").as_str(),
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",

@@ -6,9 +6,10 @@
 //! order replays.
 
 #[allow(dead_code)]
-#[path = "../examples/order_steps.rs"]
+#[path = "../../examples/order_steps.rs"]
 mod order_steps;
 
+use crate::support::test_name;
 use std::process::Command;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,7 +24,12 @@ async fn sigkilled_workers_resume_orders_without_repeating_finished_steps() {
     let report = order_steps::chaos(&dir, 300, 6, |spec| {
         let mut command = Command::new(&exe);
         command
-            .args(["chaos_worker", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                test_name(module_path!(), "chaos_worker").as_str(),
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(order_steps::WORKER_ENV, spec);
         command
     })

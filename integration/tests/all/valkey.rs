@@ -2,10 +2,8 @@
 //! `valkey-server` of this test process; see `support/valkey_server.rs`),
 //! and what is particular to a server with native compare-and-set.
 
-#[path = "support/redis_server.rs"]
-mod redis_server;
-#[path = "support/valkey_server.rs"]
-mod valkey_server;
+use crate::support::redis_server;
+use crate::support::valkey_server;
 
 use std::time::Duration;
 

@@ -1,14 +1,10 @@
 //! The conformance suite on a private three-master Valkey cluster on
 //! loopback (Valkey 9: native compare-and-set), started once for this test
-//! binary from `valkey-server --cluster-enabled yes` (see
+//! module from `valkey-server --cluster-enabled yes` (see
 //! `support/valkey_server.rs`) and `redis-cli --cluster create`.
 
-#[path = "support/cluster.rs"]
-mod cluster;
-#[path = "support/redis_server.rs"]
-mod redis_server;
-#[path = "support/valkey_server.rs"]
-mod valkey_server;
+use crate::support::cluster;
+use crate::support::valkey_server;
 
 use std::time::Duration;
 
@@ -19,7 +15,8 @@ use idem::{Idempotency, RedisStore};
 
 /// The cluster's node URLs. The servers live as long as the process.
 async fn nodes() -> Vec<String> {
-    cluster::nodes(valkey_server::start).await
+    static CLUSTER: tokio::sync::OnceCell<Vec<String>> = tokio::sync::OnceCell::const_new();
+    cluster::nodes(&CLUSTER, valkey_server::start).await
 }
 
 // Every case, the takeover ones included.

@@ -80,7 +80,7 @@ pub(crate) enum Op {
 
 /// Generation only: whether a holder is (probably) in flight, so that
 /// `Finish`, `Drop` and `Vanish` follow a `Start`. The model that judges
-/// outcomes is `model::Key`; the driver tolerates a holder that never
+/// outcomes is `reference::Key`; the driver tolerates a holder that never
 /// entered its body.
 pub(crate) struct Sequences;
 

@@ -19,8 +19,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::model::{Key, Seen, Span, Times};
 use super::ops::{Dur, End, Op, Payload, Rec};
+use super::reference::{Key, Seen, Span, Times};
 use super::wire::Wire;
 use super::{mysql_server, pg_server, redis_server};
 
@@ -387,7 +387,7 @@ impl Sut {
         let _ = holder.task.await;
         if !holder.forgotten && holder.entered.load(Ordering::SeqCst) {
             self.wire.released_after(seen).await;
-            self.model.slot = super::model::Slot::Free;
+            self.model.slot = super::reference::Slot::Free;
         }
         Ok(())
     }
@@ -433,7 +433,7 @@ impl Sut {
             .forget("model", self.key.as_str())
             .await
             .map_err(|err| format!("forget failed: {err}"))?;
-        self.model.slot = super::model::Slot::Free;
+        self.model.slot = super::reference::Slot::Free;
         self.ledger.lock().unwrap().unanswered.clear();
         if let Some(holder) = &mut self.holder {
             holder.forgotten = true;

@@ -1,4 +1,4 @@
-//! A private three-master cluster on loopback for a test binary, started
+//! A private three-master cluster on loopback for a test module, started
 //! once from `--cluster-enabled yes` servers and `redis-cli --cluster
 //! create`: the same for Redis and Valkey, whose node is `start`.
 
@@ -12,10 +12,14 @@ use tokio::sync::OnceCell;
 use super::redis_server::PrivateRedis;
 
 /// The cluster's node URLs, the nodes made by `start` (given their extra
-/// arguments) on first use. The servers live as long as the process.
-pub(crate) async fn nodes(start: fn(&[&str]) -> PrivateRedis) -> Vec<String> {
-    static CLUSTER: OnceCell<Vec<String>> = OnceCell::const_new();
-    CLUSTER
+/// arguments) on first use and kept in `cluster`, the caller's: one
+/// cluster per kind of server in the process. The servers live as long as
+/// the process.
+pub(crate) async fn nodes(
+    cluster: &'static OnceCell<Vec<String>>,
+    start: fn(&[&str]) -> PrivateRedis,
+) -> Vec<String> {
+    cluster
         .get_or_init(|| async {
             tokio::task::spawn_blocking(move || start_cluster(start))
                 .await

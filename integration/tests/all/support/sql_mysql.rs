@@ -5,10 +5,12 @@ use idem::{MySqlStore, StoreError};
 use sqlx::MySql;
 use sqlx::mysql::MySqlConnection;
 
-use crate::mysql_server;
-use crate::sql::race::RaceServer;
-use crate::sql::tx::{Order, TxServer, handle_inserting_an_order, place_in_inserting_an_order};
-use crate::sql::{SqlServer, alike_on_every_server};
+use super::mysql_server;
+use crate::support::sql::race::RaceServer;
+use crate::support::sql::tx::{
+    Order, TxServer, handle_inserting_an_order, place_in_inserting_an_order,
+};
+use crate::support::sql::{SqlServer, alike_on_every_server};
 
 /// MySQL or MariaDB, as `mysql_server` finds it.
 pub(crate) struct MySqlServer;

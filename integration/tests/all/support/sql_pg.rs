@@ -4,10 +4,12 @@ use idem::{PostgresStore, StoreError};
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Postgres};
 
-use crate::pg_server;
-use crate::sql::race::RaceServer;
-use crate::sql::tx::{Order, TxServer, handle_inserting_an_order, place_in_inserting_an_order};
-use crate::sql::{SqlServer, alike_on_every_server};
+use super::pg_server;
+use crate::support::sql::race::RaceServer;
+use crate::support::sql::tx::{
+    Order, TxServer, handle_inserting_an_order, place_in_inserting_an_order,
+};
+use crate::support::sql::{SqlServer, alike_on_every_server};
 
 /// PostgreSQL, as `pg_server` finds it.
 pub(crate) struct Pg;

@@ -3,10 +3,10 @@
 
 #![allow(dead_code)]
 
-#[path = "../../examples/axum_payments/app.rs"]
-pub(crate) mod app;
+// The example's app, shared with the HTTP tests' helpers.
+pub(crate) use super::http::app;
 
-#[path = "../../examples/client_retries/lossy_proxy.rs"]
+#[path = "../../../../examples/client_retries/lossy_proxy.rs"]
 pub(crate) mod lossy_proxy;
 
 use std::net::SocketAddr;

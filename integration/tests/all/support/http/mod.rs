@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-#[path = "../../examples/axum_payments/app.rs"]
+#[path = "../../../../examples/axum_payments/app.rs"]
 pub(crate) mod app;
 
 use std::time::Duration;

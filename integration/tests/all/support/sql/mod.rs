@@ -5,16 +5,15 @@
 //! or [`tx_cases!`], as the conformance suite runs its cases over every
 //! store, and keeps only what is its own (dialect SQL, server faults).
 //!
-//! A server's impl (`support/sql_pg.rs`, `support/sql_mysql.rs`) is
-//! included beside this module by the binaries that use it.
+//! A server's impl is beside this module: `support/sql_pg.rs`,
+//! `support/sql_mysql.rs`.
 
 #![allow(dead_code)]
 
 pub(crate) mod admin;
 pub(crate) mod faults;
 pub(crate) mod race;
-#[path = "../turn_proxy.rs"]
-pub(crate) mod turn_proxy;
+pub(crate) use super::turn_proxy;
 pub(crate) mod turns;
 pub(crate) mod tx;
 
@@ -144,7 +143,7 @@ macro_rules! sql_cases {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
-                $crate::sql::$module::$case::<$server>($($($arg),*)?).await;
+                $crate::support::sql::$module::$case::<$server>($($($arg),*)?).await;
             }
         )+
     };
@@ -158,13 +157,13 @@ pub(crate) use sql_cases;
 #[allow(unused_macros, reason = "round_trips.rs runs no case of its own")]
 macro_rules! store_cases {
     ($server:ty, unknown_version = $version:expr) => {
-        $crate::sql::sql_cases!($server;
+        $crate::support::sql::sql_cases!($server;
             admin::migrate_refuses_an_unknown_schema_version($version),
             admin::purge_expired_deletes_only_expired_rows_in_batches,
             admin::a_store_used_before_migrate_says_to_migrate,
             admin::admin_lists_counts_and_compacts_tombstones,
             turns::each_step_is_one_round_trip,
-            race::two_processes_racing_run_each_body_once,
+            race::two_processes_racing_run_each_body_once(module_path!()),
             race::race_worker,
         );
     };
@@ -176,7 +175,7 @@ pub(crate) use store_cases;
 #[allow(unused_macros, reason = "round_trips.rs runs no case of its own")]
 macro_rules! tx_cases {
     ($server:ty) => {
-        $crate::sql::sql_cases!($server;
+        $crate::support::sql::sql_cases!($server;
             tx::a_failing_body_leaves_no_order_and_no_record_and_the_retry_runs,
             tx::a_transaction_dropped_before_commit_leaves_nothing_and_the_retry_runs_at_once,
             tx::a_committed_call_makes_one_order_and_duplicates_replay,
@@ -197,18 +196,21 @@ pub(crate) use tx_cases;
 /// names. `$place => $builder` says how a builder names a place.
 macro_rules! alike_on_every_server {
     ($store:ty, $place:ident => $builder:expr) => {
-        fn upstream(options: &$crate::sql::Options<Self>) -> String {
+        fn upstream(options: &$crate::support::sql::Options<Self>) -> String {
             format!("{}:{}", options.get_host(), options.get_port())
         }
 
-        fn via(options: $crate::sql::Options<Self>, port: u16) -> $crate::sql::Options<Self> {
+        fn via(
+            options: $crate::support::sql::Options<Self>,
+            port: u16,
+        ) -> $crate::support::sql::Options<Self> {
             options.host("127.0.0.1").port(port)
         }
 
         async fn connect_with(
             $place: &str,
-            knobs: $crate::sql::Knobs,
-            options: $crate::sql::Options<Self>,
+            knobs: $crate::support::sql::Knobs,
+            options: $crate::support::sql::Options<Self>,
         ) -> Result<$store, ::idem::StoreError> {
             let mut builder = $builder;
             if let Some(max) = knobs.max_connections {

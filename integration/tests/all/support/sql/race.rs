@@ -9,6 +9,7 @@ use futures::StreamExt;
 use idem::{Error, Idempotency};
 
 use super::{Knobs, SqlServer, options, store_at};
+use crate::support::test_name;
 
 /// Environment variable that makes `race_worker` a worker: the place.
 const WORKER: &str = "IDEM_SQL_RACE_WORKER";
@@ -33,7 +34,9 @@ pub(crate) trait RaceServer: SqlServer {
     async fn totals(runs: &str) -> (i64, i64, i64);
 }
 
-pub(crate) async fn two_processes_racing_run_each_body_once<S: RaceServer>() {
+/// `module` is the `module_path!()` of the test module whose
+/// `race_worker` the child processes run.
+pub(crate) async fn two_processes_racing_run_each_body_once<S: RaceServer>(module: &str) {
     let place = S::unique("race");
     store_at::<S>(&place).await;
     let runs = S::runs_table(&place);
@@ -44,7 +47,12 @@ pub(crate) async fn two_processes_racing_run_each_body_once<S: RaceServer>() {
     let workers: Vec<_> = (0..2)
         .map(|_| {
             Command::new(std::env::current_exe().unwrap())
-                .args(["race_worker", "--exact", "--nocapture", "--test-threads=1"])
+                .args([
+                    test_name(module, "race_worker").as_str(),
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env(WORKER, &place)
                 .env(S::URL_VAR, &url)
                 .spawn()

@@ -433,14 +433,14 @@ pub(crate) async fn a_handle_commits_and_rolls_back_the_body_s_write_with_the_re
 macro_rules! place_in_inserting_an_order {
     ($conn:ty) => {
         async fn place_in<E: From<::idem::Error>>(
-            f: &$crate::sql::tx::Fixture<Self>,
+            f: &$crate::support::sql::tx::Fixture<Self>,
             tx: &mut ::sqlx::Transaction<'static, Self::Db>,
             call: ::idem::Call,
             key: &str,
             sku: &str,
             runs: &::std::sync::atomic::AtomicUsize,
             fail: Option<E>,
-        ) -> Result<$crate::sql::tx::Order, E> {
+        ) -> Result<$crate::support::sql::tx::Order, E> {
             let body = async |conn: &mut $conn| {
                 runs.fetch_add(1, ::std::sync::atomic::Ordering::SeqCst);
                 let order = insert_order(conn, &f.orders, key, sku).await;
@@ -472,12 +472,12 @@ macro_rules! handle_inserting_an_order {
         }
 
         async fn place_on(
-            f: &$crate::sql::tx::Fixture<Self>,
+            f: &$crate::support::sql::tx::Fixture<Self>,
             handle: &$handle,
             key: &str,
             sku: &str,
             runs: &::std::sync::atomic::AtomicUsize,
-        ) -> Result<$crate::sql::tx::Order, ::idem::Error> {
+        ) -> Result<$crate::support::sql::tx::Order, ::idem::Error> {
             let body = || async {
                 runs.fetch_add(1, ::std::sync::atomic::Ordering::SeqCst);
                 let mut conn = handle.conn().await;
