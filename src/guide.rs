@@ -35,14 +35,16 @@ pub use idem_axum::guide as http;
 pub mod operations;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub mod queues;
+#[doc(inline)]
+pub use idem_store::guide::queues;
 pub mod records;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod redis;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "sqlite", feature = "postgres"))))]
-pub mod sql;
+#[doc(inline)]
+pub use idem_store::guide::sql;
 pub mod steps;
 pub mod stores;
 pub mod testing;

@@ -197,11 +197,13 @@ pub use idempotency_key::{
 };
 pub use layer::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, IdempotencyLayer};
 pub use service::IdempotencyService;
-#[doc(hidden)]
+// The fuzz targets' entry points (`fuzz/`), only in a fuzzing build:
+// cargo-fuzz sets `--cfg fuzzing`.
+#[cfg(fuzzing)]
 pub use stored::fuzz_stored_response;
-#[doc(hidden)]
+#[cfg(any(fuzzing, test))]
 pub use token::fuzz_token;
 pub use token::{DEFAULT_TOKEN_TTL, TokenError, TokenIssuer};
-#[doc(hidden)]
+#[cfg(fuzzing)]
 pub use versions::fuzz_if_match;
 pub use versions::{ETag, IfMatch, require_if_match};

@@ -171,7 +171,8 @@ fn escaped_len(text: &str) -> usize {
 
 /// Decodes stored record bytes as a replayed response, for the fuzzer
 /// (`fuzz/`): any input is an answer or a `CodecError`, never a panic.
-#[doc(hidden)]
+/// Only in a fuzzing build (cargo-fuzz sets `--cfg fuzzing`).
+#[cfg(fuzzing)]
 pub fn fuzz_stored_response(bytes: &[u8]) -> Result<Response, idem_core::CodecError> {
     idem_core::admin::decode_record::<StoredResponse>(bytes).map(|stored| stored.replay())
 }

@@ -315,8 +315,9 @@ impl IdempotencyLayer {
     }
 }
 
-#[doc(hidden)]
-/// The token parser on arbitrary input, for the fuzz target.
+/// The token parser on arbitrary input, for the fuzz target. Only in a
+/// fuzzing build (cargo-fuzz sets `--cfg fuzzing`) and this crate's tests.
+#[cfg(any(fuzzing, test))]
 pub fn fuzz_token(token: &[u8], principal: &[u8]) -> Result<(), TokenError> {
     static ISSUER: std::sync::OnceLock<TokenIssuer> = std::sync::OnceLock::new();
     let issuer = ISSUER.get_or_init(|| TokenIssuer::new(b"fuzz").also_accept(b"old"));

@@ -11,7 +11,7 @@ use axum::response::{IntoResponseParts, ResponseParts};
 
 mod if_match;
 
-#[doc(hidden)]
+#[cfg(fuzzing)]
 pub use if_match::fuzz_if_match;
 pub use if_match::{IfMatch, require_if_match};
 

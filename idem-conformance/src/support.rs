@@ -35,7 +35,7 @@ fn rand_u64() -> u64 {
 /// assert_eq!(runs.clone().bump(), 1);
 /// assert_eq!(runs.get(), 1);
 /// ```
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Counter(Arc<AtomicUsize>);
 
 impl Counter {
@@ -174,6 +174,15 @@ pub struct SharedStore {
     /// How long each claim's answer is held back after `inner` gave it
     /// (a slow network, a claim that waited on a row lock).
     pub claim_answer_delay: Duration,
+}
+
+impl std::fmt::Debug for SharedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedStore")
+            .field("claims", &self.claims)
+            .field("claim_answer_delay", &self.claim_answer_delay)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SharedStore {

@@ -83,9 +83,9 @@ impl Idempotency {
         F::Output: Send + 'static,
     {
         let counted = Counted::new(&self.inner.detached);
-        // A crash test counts the detached body's polls as the caller's.
-        #[cfg(feature = "testing")]
-        let future = crate::testing::polls::counted(future);
+        // A crash test counts the detached body's polls as the caller's
+        // (`polls.rs`); without its budget, each poll is polled as is.
+        let future = crate::polls::counted(future);
         tokio::spawn(async move {
             let _counted = counted;
             future.await

@@ -34,10 +34,14 @@ pub(crate) struct Inner {
     pub(crate) cache: Option<LocalCache>,
     pub(crate) detached: Arc<DetachedCount>,
     pub(crate) renewer: Arc<Renewer>,
-    /// Set only on `testing::probe`'s handle: where a call notes its scope.
-    #[cfg(feature = "testing")]
-    pub(crate) probed: Option<Arc<crate::testing::Seen>>,
+    /// Told the scope of a call whose claim failed. Set only on
+    /// `testing::probe`'s handle (its store sees the claim, not the
+    /// scope); `None` on every other, in every build.
+    pub(crate) on_claim_failed: Option<ScopeNote>,
 }
+
+/// What [`Inner::on_claim_failed`] is told: the call's scope.
+pub(crate) type ScopeNote = Arc<dyn Fn(&dyn std::fmt::Display) + Send + Sync>;
 
 /// The default limit on an encoded record: 1 MiB.
 pub const DEFAULT_MAX_RECORD_BYTES: usize = 1 << 20;
@@ -152,6 +156,15 @@ pub struct IdempotencyBuilder {
     local_cache: Option<usize>,
 }
 
+impl std::fmt::Debug for IdempotencyBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotencyBuilder")
+            .field("max_record_bytes", &self.max_record_bytes)
+            .field("local_cache", &self.local_cache)
+            .finish_non_exhaustive()
+    }
+}
+
 impl IdempotencyBuilder {
     /// The largest encoded record accepted; a larger value is
     /// `Error::Codec(CodecError::TooLarge)` and nothing is stored.
@@ -184,8 +197,7 @@ impl IdempotencyBuilder {
                 max_record_bytes: self.max_record_bytes,
                 cache: self.local_cache.and_then(LocalCache::new),
                 detached: Arc::default(),
-                #[cfg(feature = "testing")]
-                probed: None,
+                on_claim_failed: None,
             }),
         }
     }

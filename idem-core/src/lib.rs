@@ -48,6 +48,11 @@ pub mod place {
     pub use crate::call::place::{Attached, Borrowed, Detached, Place};
 }
 mod policy;
+// The crash kit's poll budget: the runtime counts a detached body's polls
+// in every build (none is spent without a budget); only `testing` can
+// install one (`testing::polls`).
+#[cfg_attr(not(feature = "testing"), allow(dead_code, unreachable_pub))]
+mod polls;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod problem;

@@ -73,6 +73,14 @@ pub struct SiteLabels {
     site: [Label; 1],
 }
 
+impl std::fmt::Debug for SiteLabels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SiteLabels")
+            .field(&self.site[0].value())
+            .finish()
+    }
+}
+
 impl SiteLabels {
     #[doc(hidden)]
     pub const fn new(name: &'static str) -> Self {

@@ -70,6 +70,14 @@ pub struct ErrorType<E> {
     from_idem: fn(Error) -> E,
 }
 
+impl<E> std::fmt::Debug for ErrorType<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ErrorType")
+            .field("type", &std::any::type_name::<E>())
+            .finish_non_exhaustive()
+    }
+}
+
 pub fn error_type<E: IdempotentError>() -> ErrorType<E> {
     ErrorType { from_idem: E::from }
 }
@@ -112,6 +120,14 @@ pub struct Attribute<F, Ret, T, E> {
     body: F,
     into_result: fn(Ret) -> Result<T, E>,
     reconciles: bool,
+}
+
+impl<F, Ret, T, E> std::fmt::Debug for Attribute<F, Ret, T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attribute")
+            .field("reconciles", &self.reconciles)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<F, Ret, T, E> Attribute<F, Ret, T, E> {
@@ -190,6 +206,12 @@ pub struct CheckedPolicy<E> {
     stores: fn(&E) -> bool,
     encode: fn(&E, usize) -> Result<Vec<u8>, CodecError>,
     decode: fn(&[u8]) -> Result<E, CodecError>,
+}
+
+impl<E> std::fmt::Debug for CheckedPolicy<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckedPolicy").finish_non_exhaustive()
+    }
 }
 
 impl<E> ErrorPolicy<E> for CheckedPolicy<E> {

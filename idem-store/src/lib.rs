@@ -52,6 +52,11 @@ mod completed;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod sql;
 
+// The guides that need sqlx (`idem::guide::sql`, `idem::guide::queues`).
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod guide;
+
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 #[doc(no_inline)]

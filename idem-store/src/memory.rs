@@ -55,6 +55,17 @@ pub struct MemoryStore {
     evicted: Option<AtomicU64>,
 }
 
+/// Its shape and eviction count; not its records.
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("shards", &self.shards.len())
+            .field("per_shard", &self.per_shard)
+            .field("evicted", &self.evicted)
+            .finish()
+    }
+}
+
 #[derive(Default)]
 struct Shard {
     /// foldhash, not std's SipHash: the keys are SHA-256 digests, which a

@@ -95,6 +95,17 @@ pub struct RedisStore {
     completed: Arc<crate::completed::Completed>,
 }
 
+/// Its settings; not its connection or the keys it saw completed.
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &String::from_utf8_lossy(&self.prefix))
+            .field("allow_eviction", &self.allow_eviction)
+            .field("replicas", &self.replicas)
+            .finish_non_exhaustive()
+    }
+}
+
 #[derive(Clone)]
 enum Conn {
     Single(ConnectionManager),

@@ -1,5 +1,6 @@
 //! What the SQL stores (PostgreSQL, MySQL) share beyond their connections
-//! (`crate::conns`): their steps, transactional mode and `TxHandle`,
+//! (`crate::conns`): their steps, transactional mode (`InTransaction`)
+//! and `TxHandle`,
 //! written once over a `Dialect` (`dialect.rs`) each store implements for
 //! its statements;
 //! their builders' settings; sending a statement; reading the rows of
@@ -10,6 +11,7 @@ use idem_contract::StoreError;
 pub(crate) mod admin;
 pub(crate) mod claimed;
 pub(crate) mod dialect;
+pub(crate) mod in_transaction;
 pub(crate) mod schema;
 pub(crate) mod send;
 pub(crate) mod setters;

@@ -11,7 +11,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! - **One round trip per step.** The claim is one native `SET … NX PX GET`
+//! - **One round trip per store operation.** The claim is one native `SET … NX PX GET`
 //!   (atomic: it claims a free key or answers the held value); complete,
 //!   release and renew each compare the claim's token, so each is one Lua
 //!   script call (`EVALSHA`, reloaded once if the script cache was flushed)
@@ -51,7 +51,7 @@
 //!   gets `Error::LeaseLost` and cannot overwrite.
 //! - **Keys.** `prefix` (default `idem:`) followed by the 32 bytes of the
 //!   SHA-256 of scope and key: fixed length, any key bytes are safe, the raw
-//!   key is never stored. One key per step, so Redis Cluster routes every
+//!   key is never stored. One key per store operation, so Redis Cluster routes every
 //!   call (`integration/tests/all/redis_cluster.rs` runs the conformance suite on a private
 //!   3-master cluster).
 //! - **Compact.** One string per record: `P` + token + fingerprint + the
@@ -78,7 +78,7 @@
 //! | risk | what guards it | what idem does |
 //! | --- | --- | --- |
 //! | **eviction**: under `maxmemory`, any policy but `noeviction` may delete keys, and every idem key has a TTL (so even `volatile-*` policies, the default on several managed services, evict them) | `maxmemory-policy noeviction`; size the server for the TTL | on connect, reads the policy (`CONFIG GET`, or `INFO memory` where `CONFIG` is disabled; every primary of a cluster) and refuses to connect unless it is `noeviction`, naming the setting; `RedisStore::builder().allow_eviction()` accepts the risk with a `tracing` warning. At `maxmemory` with `noeviction`, Redis refuses writes: new keys fail closed, duplicates of completed calls are still replayed |
-//! | **a restart**: Redis keeps data in memory | persistence: AOF with `appendfsync everysec` loses at most a second of records on a crash (`always` loses none and costs a disk write per step); RDB snapshots alone lose minutes | nothing to configure in idem; a lost claim lets a retry run again, a lost record lets a duplicate run again |
+//! | **a restart**: Redis keeps data in memory | persistence: AOF with `appendfsync everysec` loses at most a second of records on a crash (`always` loses none and costs a disk write per store operation); RDB snapshots alone lose minutes | nothing to configure in idem; a lost claim lets a retry run again, a lost record lets a duplicate run again |
 //! | **a failover**: replication is asynchronous, so a claim or record the primary acknowledged may not have reached the replica that takes over | `RedisStore::builder().wait_for_replicas(n, timeout)`: `WAIT n timeout` pipelined after every claim and completion (same round trip); fewer acknowledgements are `Error::Store` and the body does not run on an unacknowledged claim. Keep at least `n + 1` replicas, or after a failover no step can be acknowledged (idem then fails closed, as tested) | follows the new primary through Sentinel: `RedisStore::builder().connect_sentinel(["redis://sentinel-1:26379", …], "service")`; after a failed step the store asks the sentinels again |
 //!
 //! A failover under load, on loopback (`integration/tests/all/redis_failover.rs`):

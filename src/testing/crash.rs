@@ -48,6 +48,12 @@ pub struct CrashPoints<F> {
     invariant: Box<dyn Fn() -> bool + Send>,
 }
 
+impl<F> fmt::Debug for CrashPoints<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CrashPoints").finish_non_exhaustive()
+    }
+}
+
 impl<F, Fut> CrashPoints<F>
 where
     F: Fn(Idempotency) -> Fut + Send + Sync + 'static,

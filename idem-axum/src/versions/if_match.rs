@@ -195,8 +195,9 @@ fn invalid(reason: &str) -> Problem {
     )
 }
 
-#[doc(hidden)]
-/// The `If-Match` parser on arbitrary input, for the fuzz target.
+/// The `If-Match` parser on arbitrary input, for the fuzz target. Only in
+/// a fuzzing build (cargo-fuzz sets `--cfg fuzzing`).
+#[cfg(fuzzing)]
 pub fn fuzz_if_match(value: &[u8]) -> bool {
     IfMatch::parse(value).is_ok_and(|if_match| if_match.matches(&ETag::strong(value.len())))
 }

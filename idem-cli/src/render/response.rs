@@ -17,10 +17,16 @@ enum Blob<'a> {
     Base64(&'a str),
 }
 
+/// Whether a record's type is the HTTP layer's stored response, by name:
+/// `idem_axum::stored::Kept` since the layer is a crate of its own, and
+/// `…::http::stored::Kept` in records the facade's layer wrote before.
+fn written_by_the_layer(type_name: &str) -> bool {
+    type_name == "idem_axum::stored::Kept" || type_name.ends_with("::http::stored::Kept")
+}
+
 /// The response `parts` holds, if the HTTP layer wrote it.
 pub(crate) fn response(parts: &RecordParts) -> Option<Response<'_>> {
-    // The layer's stored type, by name: `…::http::stored::Kept`.
-    if parts.kind != "ok" || !parts.type_name.ends_with("::http::stored::Kept") {
+    if parts.kind != "ok" || !written_by_the_layer(&parts.type_name) {
         return None;
     }
     let value = parts.value.as_object()?;

@@ -21,8 +21,11 @@ const LEASE: Duration = Duration::from_millis(300);
 /// takeover that runs the body a second time.
 pub async fn a_claim_answered_late_holds_a_whole_lease(idem: Idempotency) {
     let scope = scope("late-answer");
-    let lease = Duration::from_millis(600);
-    let late = SharedStore::new(Arc::clone(idem.store())).answering_claims_after(lease * 5 / 6);
+    // Answered three quarters of a lease late: past the two thirds after
+    // which a first renewal a third of a lease after the answer would come
+    // too late, with a quarter of a lease (300 ms) left for the renewal.
+    let lease = Duration::from_millis(1200);
+    let late = SharedStore::new(Arc::clone(idem.store())).answering_claims_after(lease * 3 / 4);
     let slow = Idempotency::new(late);
     let runs = Counter::default();
     let first = slow.call(&scope, "k").lease(lease).run(|| async {

@@ -156,7 +156,7 @@ impl<P> Call<P> {
     }
 
     /// A claim the store did not answer: the body does not run, and a
-    /// claim that may have been applied is released in the background.
+    /// claim that may have been applied lapses in the background.
     fn claim_failed<T, E>(
         &self,
         err: StoreError,
@@ -165,14 +165,13 @@ impl<P> Call<P> {
         span: &tracing::Span,
     ) -> Ran<T, E> {
         tracing::warn!(scope = %self.scope, key = %self.key.short(), error = %err, "idem: claim failed; body not run");
-        // `testing::probe` refuses every claim: its handle notes the scope
-        // here, off the path of a won claim.
-        #[cfg(feature = "testing")]
-        if let Some(seen) = &self.idem.inner.probed {
-            seen.scope(&self.scope);
+        // `testing::probe` refuses every claim: its handle is told the
+        // scope here, off the path of a won claim.
+        if let Some(note) = &self.idem.inner.on_claim_failed {
+            note(&self.scope);
         }
         if let Some(owned) = on_drop {
-            renewal::release_if_applied(owned, self.key, claim.token, claim.lease);
+            renewal::lapse_if_applied(owned, self.key, claim.token, claim.lease);
         }
         self.ended(
             span,

@@ -16,6 +16,7 @@ mod run;
 mod settle;
 mod span;
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -115,6 +116,24 @@ pub struct Call<P = ReleaseErrors, R = NoReconcile, W = Attached> {
     refused: Option<Box<Error>>,
     /// The bounded `site` label of this call's metrics.
     site: &'static CallSite,
+}
+
+/// The call's key (short), scope and settings; not its store, policy or
+/// reconcile, which are the handle's and the user's.
+impl<P, R, W: fmt::Debug> fmt::Debug for Call<P, R, W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call")
+            .field("scope", &format_args!("{}", self.scope))
+            .field("key", &self.key)
+            .field("ttl", &self.ttl)
+            .field("tombstone", &self.tombstone)
+            .field("lease", &self.lease)
+            .field("wait", &self.wait)
+            .field("version", &self.version)
+            .field("place", &self.place)
+            .field("site", &self.site)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a call's result is before the edge: the body's error kept apart

@@ -109,6 +109,7 @@ impl<P, R, W> Call<P, R, W> {
 /// told how the reconcile answered. Handed to the attribute's body, which
 /// asks its `reconcile = …` itself (with the parameters it owns).
 #[doc(hidden)]
+#[derive(Debug)]
 pub struct Takeover(Arc<Answer>);
 
 impl Takeover {
@@ -135,6 +136,7 @@ impl Takeover {
 /// failed, or the call was dropped while it ran), the vanished holder's
 /// effect is unknown, so the guard lets the claim lapse instead of
 /// releasing it, and the next call takes it over and asks again.
+#[derive(Debug)]
 pub(crate) struct Answer(AtomicU8);
 
 impl Answer {

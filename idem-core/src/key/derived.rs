@@ -25,6 +25,13 @@ use crate::fingerprint::Fingerprint;
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DerivedKey([u8; 32]);
 
+/// Its first 8 hex digits, as `RecordKey`'s.
+impl std::fmt::Debug for DerivedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DerivedKey({})", hex(&self.0[..4]))
+    }
+}
+
 impl From<Fingerprint> for DerivedKey {
     fn from(digest: Fingerprint) -> Self {
         DerivedKey(*digest.as_bytes())

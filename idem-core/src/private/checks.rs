@@ -58,6 +58,15 @@ pub struct KeyRef<'a, K: ?Sized> {
     describe: fn(&K, &mut String),
 }
 
+/// The key as the store would describe it; never its bytes.
+impl<K: ?Sized> std::fmt::Debug for KeyRef<'_, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut described = String::new();
+        (self.describe)(self.key, &mut described);
+        f.debug_tuple("KeyRef").field(&described).finish()
+    }
+}
+
 impl<K: ?Sized> KeyPart for KeyRef<'_, K> {
     fn write_key(&self, hasher: &mut KeyHasher) {
         (self.write)(self.key, hasher)

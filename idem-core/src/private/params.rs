@@ -21,6 +21,14 @@ pub struct ParamDigest {
     failed: Option<FingerprintError>,
 }
 
+impl std::fmt::Debug for ParamDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParamDigest")
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ParamDigest {
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
@@ -52,6 +60,7 @@ impl ParamDigest {
 
 /// What `ParamDigest` derives from the parameters: the key when no
 /// `key = …` is given, and the fingerprint when no `fingerprint = …` is.
+#[derive(Debug)]
 pub struct Derived {
     pub key: DerivedKey,
     pub fingerprint: Fingerprint,

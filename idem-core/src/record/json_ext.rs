@@ -30,13 +30,18 @@
 
 mod node_de;
 mod node_ser;
+mod non_finite;
+mod read;
 
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, DeserializeOwned, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Deserializer, Serialize};
+
+use non_finite::{non_finite_f32, non_finite_f32_name, non_finite_f64, non_finite_f64_name};
+pub(crate) use read::from_slice;
 
 const SOME: &str = "$some";
 const F32: &str = "$f32";
@@ -52,9 +57,6 @@ const MAP: &str = "$map";
 /// 2 MiB stack (`json_ext/tests.rs`), which 512 would not. It holds a
 /// struct with an integer-keyed map of itself 63 levels deep.
 pub(crate) const MAX_DEPTH: usize = 256;
-
-/// The most nested levels serde_json reads with its own limit on.
-const SERDE_JSON_DEPTH: usize = 127;
 
 /// A value in the serde data model, before it is written as JSON or after
 /// it was read from it. A `u128` or `i128` is `U128`/`I128` whatever its
@@ -160,85 +162,6 @@ fn is_object(entries: &[(Node<'_>, Node<'_>)]) -> bool {
     entries.iter().all(|(key, _)| matches!(key, Node::Str(_)))
 }
 
-/// Whether `bytes` holds a `$`: `memchr` reads words at a time, where
-/// `<[u8]>::contains` scans a short slice byte by byte (a sixth of a
-/// `u64` replay's decode, by callgrind).
-fn has_dollar(bytes: &[u8]) -> bool {
-    memchr::memchr(b'$', bytes).is_some()
-}
-
-/// Decodes a value written by [`to_writer`].
-///
-/// Text without a `$` holds no escape and no escaped key: it is exactly
-/// what serde_json writes for the value, so serde_json reads it directly,
-/// without the tree (most records: a replay then costs what plain
-/// serde_json costs). serde_json's own leniencies apply there (a map key
-/// `"1"` read into an integer-keyed map). A record
-/// nested deeper than serde_json reads is read again without its limit,
-/// under [`MAX_DEPTH`]: only then is the text scanned for its depth.
-pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Error> {
-    let mut json = serde_json::Deserializer::from_slice(bytes);
-    match read(&mut json, bytes) {
-        Err(err) if err.is_syntax() && nesting(bytes) > SERDE_JSON_DEPTH => from_deep_slice(bytes),
-        read => read,
-    }
-}
-
-/// [`from_slice`] for a record deeper than serde_json's own limit.
-fn from_deep_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, serde_json::Error> {
-    let depth = nesting(bytes);
-    if depth > MAX_DEPTH {
-        return Err(de::Error::custom(format_args!(
-            "the record nests {depth} levels deep, more than the {MAX_DEPTH} a record may"
-        )));
-    }
-    let mut json = serde_json::Deserializer::from_slice(bytes);
-    json.disable_recursion_limit();
-    read(&mut json, bytes)
-}
-
-fn read<'de, T: DeserializeOwned>(
-    json: &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
-    bytes: &[u8],
-) -> Result<T, serde_json::Error> {
-    if !has_dollar(bytes) {
-        let value = T::deserialize(&mut *json)?;
-        json.end()?;
-        return Ok(value);
-    }
-    let node = Node::deserialize(&mut *json)?;
-    json.end()?;
-    T::deserialize(node)
-}
-
-/// How deeply JSON text nests: arrays and objects inside each other,
-/// brackets inside strings not counted.
-fn nesting(bytes: &[u8]) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for &byte in bytes {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
-}
-
 impl Serialize for Node<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -286,74 +209,6 @@ fn escape<S: Serializer, T: Serialize + ?Sized>(
     let mut map = s.serialize_map(Some(1))?;
     map.serialize_entry(tag, value)?;
     map.end()
-}
-
-/// The usual quiet NaN is `NaN` (`-NaN` with the sign bit set); any other
-/// NaN is `NaN:` and its bits in hex, so every bit replays.
-fn nan_name(bits: u64, quiet: u64, sign: u64) -> Cow<'static, str> {
-    match bits {
-        _ if bits == quiet => Cow::Borrowed("NaN"),
-        _ if bits == quiet | sign => Cow::Borrowed("-NaN"),
-        _ => Cow::Owned(format!("NaN:{bits:x}")),
-    }
-}
-
-fn non_finite_f64_name(x: f64) -> Cow<'static, str> {
-    if x.is_nan() {
-        nan_name(x.to_bits(), f64::NAN.to_bits(), 1 << 63)
-    } else {
-        Cow::Borrowed(infinity_name(x > 0.0))
-    }
-}
-
-fn non_finite_f32_name(x: f32) -> Cow<'static, str> {
-    if x.is_nan() {
-        nan_name(x.to_bits().into(), f32::NAN.to_bits().into(), 1 << 31)
-    } else {
-        Cow::Borrowed(infinity_name(x > 0.0))
-    }
-}
-
-fn infinity_name(positive: bool) -> &'static str {
-    if positive { "Infinity" } else { "-Infinity" }
-}
-
-/// The bits a NaN's name stands for ([`nan_name`]).
-fn nan_bits(name: &str, quiet: u64, sign: u64) -> Option<u64> {
-    match name {
-        "NaN" => Some(quiet),
-        "-NaN" => Some(quiet | sign),
-        _ => u64::from_str_radix(name.strip_prefix("NaN:")?, 16).ok(),
-    }
-}
-
-fn non_finite_f64<E: de::Error>(name: &str) -> Result<f64, E> {
-    match name {
-        "Infinity" => Ok(f64::INFINITY),
-        "-Infinity" => Ok(f64::NEG_INFINITY),
-        _ => nan_bits(name, f64::NAN.to_bits(), 1 << 63)
-            .map(f64::from_bits)
-            .filter(|x| x.is_nan())
-            .ok_or_else(|| not_non_finite(name)),
-    }
-}
-
-fn non_finite_f32<E: de::Error>(name: &str) -> Result<f32, E> {
-    match name {
-        "Infinity" => Ok(f32::INFINITY),
-        "-Infinity" => Ok(f32::NEG_INFINITY),
-        _ => nan_bits(name, f32::NAN.to_bits().into(), 1 << 31)
-            .and_then(|bits| u32::try_from(bits).ok())
-            .map(f32::from_bits)
-            .filter(|x| x.is_nan())
-            .ok_or_else(|| not_non_finite(name)),
-    }
-}
-
-fn not_non_finite<E: de::Error>(name: &str) -> E {
-    E::custom(format_args!(
-        "`{name}` is not NaN, -NaN, NaN:<bits>, Infinity or -Infinity"
-    ))
 }
 
 /// The `[[k,v],…]` list of a `$map`, written without collecting it.

@@ -14,12 +14,15 @@
 //! invariant.
 
 mod faulty;
+/// The poll budget of the facade's `CrashPoints`: installed here, spent by
+/// the runtime (`crate::polls`, compiled in every build).
 #[doc(hidden)]
-pub mod polls;
+pub mod polls {
+    pub use crate::polls::{Budget, Installed, counted};
+}
 mod probe;
 pub(crate) mod sites;
 
 pub use faulty::{FaultyStore, Op};
-pub(crate) use probe::Seen;
 pub use probe::{Probe, probe};
 pub use sites::{Site, sites};

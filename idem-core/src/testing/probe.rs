@@ -61,9 +61,10 @@ where
 {
     let seen = Arc::new(Seen::default());
     let mut idem = Idempotency::new(Refusing(Arc::clone(&seen)));
+    let noted = Arc::clone(&seen);
     Arc::get_mut(&mut idem.inner)
         .expect("a handle just built is not shared")
-        .probed = Some(Arc::clone(&seen));
+        .on_claim_failed = Some(Arc::new(move |scope| noted.scope(scope)));
     let _ = call(idem).await;
     let claimed = *seen.claim.lock().unwrap_or_else(PoisonError::into_inner);
     let (key, fingerprint) =
@@ -78,14 +79,14 @@ where
 /// What the probe saw: the first call's scope (noted by the protocol)
 /// and its claim.
 #[derive(Default)]
-pub(crate) struct Seen {
+struct Seen {
     scope: OnceLock<String>,
     claim: Mutex<Option<(RecordKey, Fingerprint)>>,
 }
 
 impl Seen {
     /// Notes a call's scope; only the first call's is kept.
-    pub(crate) fn scope(&self, scope: &dyn std::fmt::Display) {
+    fn scope(&self, scope: &dyn std::fmt::Display) {
         let _ = self.scope.get_or_init(|| scope.to_string());
     }
 }

@@ -81,6 +81,7 @@ impl Setting {
 /// What the attribute's registration fills in (its fields are the
 /// attribute's options).
 #[doc(hidden)]
+#[derive(Debug)]
 pub struct SiteParts {
     pub path: &'static str,
     pub scope: Option<&'static str>,

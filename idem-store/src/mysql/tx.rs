@@ -1,5 +1,6 @@
 //! The transactional mode: a call whose claim, body and completion run in
-//! the caller's transaction (its steps in `crate::sql::tx`).
+//! the caller's transaction (`InTransaction` and its steps written once in
+//! `crate::sql::in_transaction` and `crate::sql::tx`).
 
 use idem_core::{Call, Error, ErrorPolicy, NoReconcile, Reconcile, Reported};
 use serde::Serialize;
@@ -13,22 +14,12 @@ use super::statements::Sql;
 mod handle;
 pub use handle::TxHandle;
 
-/// A call that will run inside a database transaction. Made by
-/// [`MySqlStore::in_transaction`]; run by [`run`](InTransaction::run).
-///
-/// ```no_run
-/// # async fn f(store: idem::MySqlStore, idem: idem::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::MySql>) {
-/// let call: idem::mysql::InTransaction<'_, _> =
-///     store.in_transaction(&mut tx, idem.call("orders", "order-1"));
-/// let out: Result<u8, idem::Error> = call.run(async |_conn| Ok(1)).await;
-/// # }
-/// ```
-#[must_use = "a call does nothing until `.run(…)` is awaited"]
-pub struct InTransaction<'a, P, R = NoReconcile> {
-    store: &'a MySqlStore,
-    conn: &'a mut MySqlConnection,
-    call: Call<P, R>,
-}
+crate::sql::in_transaction::in_transaction_type!(
+    MySqlStore,
+    MySqlConnection,
+    "sqlx::MySql",
+    "idem::mysql::InTransaction"
+);
 
 impl MySqlStore {
     /// Runs `call` inside the caller's transaction `tx`: the claim, the
@@ -93,60 +84,5 @@ impl MySqlStore {
             conn: &mut *tx,
             call,
         }
-    }
-}
-
-impl<P, R> InTransaction<'_, P, R> {
-    /// Runs `body` with the transaction's connection if this call wins the
-    /// claim; otherwise replays the stored result or reports why not, as
-    /// [`Call::run`] does.
-    ///
-    /// ```no_run
-    /// # async fn f(store: idem::MySqlStore, idem: idem::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::MySql>) -> Result<(), idem::Error> {
-    /// let n: u64 = store
-    ///     .in_transaction(&mut tx, idem.call("audit", "event-9"))
-    ///     .run(async |conn| {
-    ///         sqlx::query("INSERT INTO audit (event) VALUES ('event-9')")
-    ///             .execute(&mut *conn)
-    ///             .await
-    ///             .map(|done| done.rows_affected())
-    ///             .map_err(|err| idem::Error::Store(idem::StoreError::new("audit", err)))
-    ///     })
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn run<T, E, F>(self, body: F) -> Result<T, E>
-    where
-        T: Serialize + DeserializeOwned,
-        E: From<Error>,
-        P: ErrorPolicy<E>,
-        R: Reconcile<T, E>,
-        F: AsyncFnOnce(&mut MySqlConnection) -> Result<T, E>,
-    {
-        self.run_reported(body).await.result
-    }
-
-    /// As [`run`](InTransaction::run), and also tells whether the result
-    /// was replayed.
-    ///
-    /// ```no_run
-    /// # async fn f(store: idem::MySqlStore, idem: idem::Idempotency, mut tx: sqlx::Transaction<'_, sqlx::MySql>) {
-    /// let out = store
-    ///     .in_transaction(&mut tx, idem.call("audit", "event-9"))
-    ///     .run_reported(async |_conn| Ok::<_, idem::Error>(1u8))
-    ///     .await;
-    /// println!("replayed: {}", out.replayed);
-    /// # }
-    /// ```
-    pub async fn run_reported<T, E, F>(self, body: F) -> Reported<Result<T, E>>
-    where
-        T: Serialize + DeserializeOwned,
-        E: From<Error>,
-        P: ErrorPolicy<E>,
-        R: Reconcile<T, E>,
-        F: AsyncFnOnce(&mut MySqlConnection) -> Result<T, E>,
-    {
-        let sql = self.store.statements();
-        crate::sql::tx::run_reported::<Sql, _, _, _, _, _>(sql, self.conn, self.call, body).await
     }
 }

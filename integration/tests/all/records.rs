@@ -345,16 +345,28 @@ async fn golden_records_of_every_kind_decode() {
         "{not_stored:?}"
     );
 
-    let response = idem::http::fuzz_stored_response(&read_golden("http_response.bin"))
-        .expect("the stored HTTP response decodes");
-    assert_eq!(response.status(), StatusCode::CREATED);
-    assert_eq!(response.headers()["location"], "/orders/42");
-    assert_eq!(response.headers()["idempotent-replayed"], "true");
-    let body = http_body_util::BodyExt::collect(response.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    assert_eq!(&body[..], b"{\"id\":42}");
+    // The stored HTTP response, replayed by the layer.
+    let router = Router::new()
+        .route(
+            "/orders",
+            post(|| async { (StatusCode::IM_A_TEAPOT, "ran") }),
+        )
+        .layer(IdempotencyLayer::new(seeded(read_golden(
+            "http_response.bin",
+        ))));
+    let server = http_support::serve(router).await;
+    let response = server
+        .send(
+            Method::POST,
+            "/orders",
+            &[("idempotency-key", "\"g-1\"")],
+            "{}",
+        )
+        .await;
+    assert_eq!(response.status, StatusCode::CREATED);
+    assert_eq!(response.headers["location"], "/orders/42");
+    assert_eq!(response.headers["idempotent-replayed"], "true");
+    assert_eq!(&response.body[..], b"{\"id\":42}");
 }
 
 /// Records of the pre-release formats: the golden format 2 files, and a
@@ -386,11 +398,13 @@ async fn pre_release_records_are_refused() {
             "{what}: {text}"
         );
     }
-    let http = idem::http::fuzz_stored_response(&read_golden("format_2/http_response.bin"));
+    // The format is read before the value's type is: any type will do.
+    let http = idem::admin::decode_record::<serde::de::IgnoredAny>(&read_golden(
+        "format_2/http_response.bin",
+    ));
     assert!(
         matches!(http, Err(CodecError::Format(2))),
-        "format_2/http_response.bin: {:?}",
-        http.map(|response| response.status())
+        "format_2/http_response.bin: {http:?}"
     );
 }
 

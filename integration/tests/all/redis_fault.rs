@@ -284,11 +284,12 @@ fn closed_and_reserved_ports_cannot_be_taken() {
 
 /// A claim whose answer times out while the server is paused (`CLIENT
 /// PAUSE`, on a private server) is applied when the pause ends; the caller
-/// was told the body did not run. The runtime then releases that claim by
-/// its token, so the key is free again within seconds instead of answering
-/// `InProgress` with no holder for the whole 30 s lease.
+/// was told the body did not run. The runtime then ends that claim by its
+/// token (it lapses, so a takeover's evidence would stay), and the next
+/// call takes it over within seconds instead of answering `InProgress`
+/// with no holder for the whole 30 s lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_applied_after_its_timeout_is_released() {
+async fn a_claim_applied_after_its_timeout_lapses() {
     let server = PrivateRedis::start(&[]);
     let idem = Idempotency::new(fast_store(&server).await);
     let client = redis::Client::open(server.url()).unwrap();
@@ -303,7 +304,7 @@ async fn a_claim_applied_after_its_timeout_is_released() {
     let timed_out: Result<u8, Error> = idem.call("paused", "k").run(|| async { Ok(1) }).await;
     assert!(matches!(timed_out, Err(Error::Store(_))), "{timed_out:?}");
 
-    // The pause ends at 1.5 s; the queued claim lands; the release follows.
+    // The pause ends at 1.5 s; the queued claim lands; the lapse follows.
     let started = Instant::now();
     let retried = loop {
         tokio::time::sleep(Duration::from_millis(250)).await;

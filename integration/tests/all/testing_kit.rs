@@ -198,7 +198,7 @@ async fn a_failed_claim_is_a_store_error_and_the_body_does_not_run() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_claim_whose_answer_is_lost_does_not_run_the_body_and_is_released() {
+async fn a_claim_whose_answer_is_lost_does_not_run_the_body_and_lapses() {
     let (store, idem, runs) = faulty();
     store.lose_answer_next(Op::Claim, 1);
     assert!(is_injected(&charge(&idem, &runs).await));
@@ -209,10 +209,49 @@ async fn a_claim_whose_answer_is_lost_does_not_run_the_body_and_is_released() {
         Err(idem::Error::InProgress { .. })
     ));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
-    // The runtime releases a claim whose answer was lost (after 250 ms,
-    // well inside the 1 s lease): the retry then runs once.
+    // The runtime ends a claim whose answer was lost (after 250 ms, well
+    // inside the 1 s lease) by letting it lapse: the retry takes it over
+    // and runs once.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(charge(&idem, &runs).await.unwrap(), 1);
+}
+
+/// A takeover whose answer is lost must not free the key: the runtime's
+/// cleanup of a claim that may have been applied would otherwise delete
+/// the takeover, the vanished holder's evidence with it, and the next call
+/// would run as fresh, without asking its reconcile (a second effect).
+#[tokio::test(start_paused = true)]
+async fn a_takeover_whose_answer_is_lost_keeps_the_evidence() {
+    use idem::key::RecordKey;
+    use idem::store::{Claim, Token};
+    let (store, idem, runs) = faulty();
+    let key = RecordKey::new("payments", "order-1");
+    let holder = Claim::new(
+        Token::random(),
+        idem::fingerprint::Fingerprint::NONE,
+        Duration::from_secs(1),
+        "t",
+    );
+    idem::Store::claim(&store, &key, &holder).await.unwrap();
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let reconciles = Arc::new(AtomicU32::new(0));
+    let retry = || {
+        let (runs, reconciles) = (Arc::clone(&runs), Arc::clone(&reconciles));
+        idem.call("payments", "order-1")
+            .lease(Duration::from_secs(1))
+            .reconcile(move || async move {
+                reconciles.fetch_add(1, Ordering::SeqCst);
+                Ok(Some(7))
+            })
+            .run(|| async move { Ok(runs.fetch_add(1, Ordering::SeqCst) + 100) })
+    };
+    store.lose_answer_next(Op::Claim, 1);
+    assert!(is_injected(&retry().await));
+    // Past the runtime's cleanup of a claim whose answer was lost.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(retry().await.unwrap(), 7, "the next call ran as fresh");
+    assert_eq!(reconciles.load(Ordering::SeqCst), 1);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test(start_paused = true)]

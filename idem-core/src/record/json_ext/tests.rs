@@ -398,15 +398,15 @@ fn both_decoding_paths_agree() {
 fn dollars_are_found_anywhere() {
     for len in 0..40 {
         let plain = vec![b'7'; len];
-        assert!(!super::has_dollar(&plain), "{len}");
+        assert!(!super::read::has_dollar(&plain), "{len}");
         for at in 0..len {
             let mut marked = plain.clone();
             marked[at] = b'$';
-            assert!(super::has_dollar(&marked), "{len} {at}");
+            assert!(super::read::has_dollar(&marked), "{len} {at}");
         }
     }
     // Bytes next to `$` (0x24) and with the high bit set are not `$`.
-    assert!(!super::has_dollar(&[
+    assert!(!super::read::has_dollar(&[
         0xA4, 0x23, 0x25, 0xFF, 0, 1, 0x25, 0xA4, 9
     ]));
 }
@@ -434,7 +434,7 @@ fn deep_values_with_integer_keys_replay() {
     // 31 levels nest 125 deep, 32 levels 129: past serde_json's 128.
     for levels in [31, 32, 40, (MAX_DEPTH - 2) / 4] {
         let text = encode(&tree(levels));
-        assert_eq!(super::nesting(text.as_bytes()), 4 * levels + 2);
+        assert_eq!(super::read::nesting(text.as_bytes()), 4 * levels + 2);
         assert_eq!(from_slice::<Tree>(text.as_bytes()).unwrap(), tree(levels));
     }
     // Deep without a `$` (serde_json's own text) reads too.
@@ -466,9 +466,9 @@ fn records_deeper_than_the_limit_are_errors_not_overflows() {
     }
     // Brackets inside strings are not nesting.
     let text = format!("[{:?}]", "[[{{".repeat(200));
-    assert_eq!(super::nesting(text.as_bytes()), 1);
+    assert_eq!(super::read::nesting(text.as_bytes()), 1);
     let quoted = r#"["\"[", "\\"]"#;
-    assert_eq!(super::nesting(quoted.as_bytes()), 1);
+    assert_eq!(super::read::nesting(quoted.as_bytes()), 1);
 }
 
 /// The deepest record reads in half of a tokio worker's 2 MiB stack, in
@@ -488,7 +488,7 @@ fn the_deepest_record_reads_on_a_worker_stack() {
         serde_json::json!([v])
     });
     let text = encode(&values);
-    assert_eq!(super::nesting(text.as_bytes()), MAX_DEPTH);
+    assert_eq!(super::read::nesting(text.as_bytes()), MAX_DEPTH);
     let read = std::thread::Builder::new()
         .stack_size(1 << 20)
         .spawn(move || from_slice::<serde_json::Value>(text.as_bytes()).map(|v| v == values))

@@ -1,12 +1,13 @@
-//! Queue consumers in depth: keys, dispositions, heartbeats, crashes.
+//! Queue consumers in depth: keys, dispositions, heartbeats, crashes
+//! (`idem::guide::queues`, feature `postgres` of idemkit).
 //!
 //! Brokers deliver at least once: a consumer killed before its ack, an ack
 //! lost on the way, a producer retrying a publish after the broker's dedupe
 //! window. Make the handler idempotent and **key it by the message's business
 //! id** (the order id, the payment id), never by the broker's delivery or
 //! message id: a republished copy has a new message id but the same order.
-//! [`idem::queue`](crate::queue) says which
-//! [`Disposition`](crate::queue::Disposition) each outcome gets and the three
+//! [`idem::queue`](idem_core::queue) says which
+//! [`Disposition`](idem_core::queue::Disposition) each outcome gets and the three
 //! ways to ask for it; this page shows a JetStream worker on PostgreSQL's
 //! [transactional mode](super::sql#transactional-mode-the-effect-and-the-record-commit-together)
 //! and what it did under SIGKILL.
@@ -61,7 +62,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The second argument of [`Disposition::of_result`](crate::queue::Disposition::of_result)
+//! The second argument of [`Disposition::of_result`](idem_core::queue::Disposition::of_result)
 //! is the function's `errors` policy: `|_| false` for `"release"` (the
 //! default), `|_| true` for `"replay"`, or the predicate given as
 //! `errors = path` (an annotated fn returns only its result).

@@ -7,12 +7,16 @@
 //! current-thread runtime of its own, where every task is polled on one
 //! thread. Elsewhere there is no budget and a counted future is polled as
 //! is.
+//!
+//! Compiled in every build, so a build with the `testing` feature runs the
+//! runtime's own code unchanged: `detach.rs` counts every detached body,
+//! which without a budget costs one thread-local read per poll. Only
+//! `testing::polls` (feature `testing`) can install a budget.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 
 thread_local! {
     static BUDGET: RefCell<Option<Rc<Budget>>> = const { RefCell::new(None) };
@@ -82,26 +86,25 @@ impl Drop for Installed {
     }
 }
 
-/// Wraps a future so that each of its polls spends the thread's budget.
-pub fn counted<F: Future>(future: F) -> Counted<F> {
-    Counted(Box::pin(future))
+/// Wraps a future so that each of its polls spends the thread's budget;
+/// once it is out the future is never polled again, nor woken.
+pub async fn counted<F: Future>(future: F) -> F::Output {
+    // Pinned in the future, not boxed: a detached body pays no allocation
+    // for being counted.
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        if spend() {
+            future.as_mut().poll(cx)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
-/// A future whose polls are counted; see [`counted`].
-#[derive(Debug)]
-pub struct Counted<F>(Pin<Box<F>>);
-
-impl<F: Future> Future for Counted<F> {
-    type Output = F::Output;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let go_on = BUDGET
-            .try_with(|slot| slot.borrow().as_ref().is_none_or(|budget| budget.spend()))
-            .unwrap_or(true);
-        if !go_on {
-            // Crashed: never polled again, never woken.
-            return Poll::Pending;
-        }
-        self.0.as_mut().poll(cx)
-    }
+/// Spends one poll of the thread's budget; `true` without one.
+fn spend() -> bool {
+    BUDGET
+        .try_with(|slot| slot.borrow().as_ref().is_none_or(|budget| budget.spend()))
+        .unwrap_or(true)
 }

@@ -1,4 +1,5 @@
-//! The SQL stores: SQLite (feature `sqlite`), PostgreSQL (feature
+//! The SQL stores (`idem::guide::sql`, features `sqlite` and `postgres` of
+//! idemkit): SQLite (feature `sqlite`), PostgreSQL (feature
 //! `postgres`, with its transactional mode) and MySQL/MariaDB (feature
 //! `mysql`).
 //!
@@ -85,7 +86,7 @@
 //! the pool, and by default before handing it out too. Counted on the wire
 //! through a proxy (`each_step_is_one_round_trip` in `integration/tests/all/postgres.rs`):
 //!
-//! | how the store reaches PostgreSQL | turns per step (claim, renew, complete, replay, release) |
+//! | how the store reaches PostgreSQL | turns per store operation (claim, renew, complete, replay, release) |
 //! | --- | --- |
 //! | `PostgresStore::connect(url)`: the store's own connections | 1 |
 //! | `PostgresStore::from_pool(pool)`, pool with `test_before_acquire(false)` | 2 (the statement, then the release ping) |
@@ -103,12 +104,12 @@
 //! pool for everything; the release ping adds server work and a network turn,
 //! though not caller latency.
 //!
-//! **Purging.** Expired records are ignored by every step, so purging them
+//! **Purging.** Expired records are ignored by every store operation, so purging them
 //! only reclaims space. A claim whose lease lapsed without a result is not
 //! space but evidence: its holder may have had its effect, and the next
 //! call must take it over (and ask its `reconcile`) rather than run as if
 //! the key were new. So a purge keeps a lapsed claim for
-//! [`LAPSED_CLAIM_KEPT`](crate::store::LAPSED_CLAIM_KEPT) (a day) after its
+//! [`LAPSED_CLAIM_KEPT`](idem_contract::store::LAPSED_CLAIM_KEPT) (a day) after its
 //! lease, as Redis does. `purge_expired()` deletes the rest in batches of
 //! `purge_batch` rows (default 5,000; rows locked by a running claim are
 //! skipped) and returns how many went. Run it every few minutes from one
@@ -212,7 +213,7 @@
 //! `MySqlStore::builder()` sets the database, table and connections, as for
 //! PostgreSQL.
 //!
-//! - **One round trip per step**, counted through a proxy
+//! - **One round trip per store operation**, counted through a proxy
 //!   (`integration/tests/all/mysql.rs`, `round_trips.rs`): claim, complete, release,
 //!   renew and saving a step are 1 turn each on the store's own connections,
 //!   2 on a pool with `test_before_acquire(false)`, 3 on sqlx's default pool;
@@ -246,5 +247,5 @@
 //!   PostgreSQL (`?` placeholders in the body's own SQL).
 //! - **Operating**: `idem --mysql URL` (or `IDEM_MYSQL_URL`) inspects,
 //!   lists, forgets, purges and counts its records, as for the other stores
-//!   ([operations](super::operations)); `--table` names the table, the
+//!   ([operations](https://docs.rs/idemkit/latest/idem/guide/operations/index.html)); `--table` names the table, the
 //!   database is the URL's.
