@@ -354,7 +354,7 @@ async fn golden_records_of_every_kind_decode() {
         .layer(IdempotencyLayer::new(seeded(read_golden(
             "http_response.bin",
         ))));
-    let server = http_support::serve(router).await;
+    let server = support::http::serve(router).await;
     let response = server
         .send(
             Method::POST,
