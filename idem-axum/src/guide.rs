@@ -257,7 +257,7 @@
 //! ```
 //!
 //! The payments example below serves exactly this route
-//! (`POST /payments/{id}/refunds`), and `integration/tests/http_tokens.rs`
+//! (`POST /payments/{id}/refunds`), and `integration/tests/all/http_tokens.rs`
 //! drives it over HTTP.
 //!
 //! # Try it: the payments example

@@ -87,7 +87,7 @@
 //! 2 payments, 2 handler runs, 2 gateway charges, 2 responses lost.
 //! ```
 //!
-//! `integration/tests/client.rs` checks the same over real HTTP, counting the
+//! `integration/tests/all/client.rs` checks the same over real HTTP, counting the
 //! attempts where they arrive: a lost response, a client timeout shorter than
 //! the handler, two calls with two keys, a caller's key kept, a 422 not
 //! retried, a stream sent once, the retry budget and the deadline.

@@ -6,7 +6,7 @@
 //! reservation and the charge and only ships.
 //!
 //! `cargo run -p idem-integration --example order_steps -- chaos 300 6`
-//! is the chaos test (also run by `tests/steps_chaos.rs`): a worker
+//! is the chaos test (also run by `tests/all/steps_chaos.rs`): a worker
 //! process works through 300 orders and is killed with SIGKILL 6 times at
 //! random moments (mid-step or between steps), then restarted; at the end
 //! every finished step's effect must have happened exactly once, and a

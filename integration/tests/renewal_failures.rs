@@ -4,9 +4,9 @@
 //! (issue 29). Its own test binary: it installs the process's tracing
 //! subscriber and metrics recorder.
 
-#[path = "support/captured.rs"]
+#[path = "all/support/captured.rs"]
 mod captured;
-#[path = "support/redis_server.rs"]
+#[path = "all/support/redis_server.rs"]
 mod redis_server;
 
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! and lease lost, each with the scope and a short key hash, never the raw
 //! key.
 
-#[path = "support/captured.rs"]
+#[path = "all/support/captured.rs"]
 mod captured;
 
 use captured::Captured;

@@ -198,7 +198,7 @@
 //! on the fn (`T: Serialize`).
 //!
 //! Supported forms, each pinned by a test in `ui-tests/tests/ui/pass/`
-//! that compiles and runs, and by `integration/tests/macro_forms.rs`: free `async fn`;
+//! that compiles and runs, and by `integration/tests/all/macro_forms.rs`: free `async fn`;
 //! methods taking `&self`, `&mut self` and `self: Arc<Self>`; generic fns;
 //! `impl Trait` parameters left out with `skip`; methods of trait impls;
 //! `anyhow::Result<T>` and a crate's own `Result` alias; `crate = path`;

@@ -4,7 +4,7 @@
 //! faults an SRE tries before production. Fail closed and fencing held
 //! throughout: no body ran without a won claim. These are the cases that
 //! used to go wrong, and what they do now; each is a test
-//! (`integration/tests/redis_fault.rs`, `postgres.rs`, `sqlite.rs`, the
+//! (`integration/tests/all/redis_fault.rs`, `postgres.rs`, `sqlite.rs`, the
 //! conformance suite on every store):
 //!
 //! | fault | before | now | test |

@@ -87,7 +87,7 @@
 //!
 //! `integration/tests/golden/` holds the bytes this version writes for every
 //! record kind (`Ok` and `Err` holding every escape, a not-stored marker, an
-//! HTTP response), and `integration/tests/records.rs` reads them back (and
+//! HTTP response), and `integration/tests/all/records.rs` reads them back (and
 //! refuses the pre-release format 2 records kept under `golden/format_2/`),
 //! so a change of format
 //! or identity that strands live records fails CI. `scripts/fuzz [seconds]`

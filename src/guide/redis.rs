@@ -23,10 +23,10 @@
 //!   same, else the claim itself. A key the store saw completed but whose
 //!   record has gone since (expired, forgotten) is then claimed, one trip
 //!   later; the `GET` never decides a claim. Needs Redis 7.0 or later (or
-//!   Valkey), the first to accept `NX` with `GET`. `integration/tests/round_trips.rs` counts the
+//!   Valkey), the first to accept `NX` with `GET`. `integration/tests/all/round_trips.rs` counts the
 //!   turns on the wire through a proxy: fresh key 2, replay 1, in-progress
 //!   answer 1, release 1, a local-cache hit 0. Commands per call (`INFO
-//!   commandstats`, `integration/tests/valkey.rs`): fresh 2 (`SET … NX GET`, the
+//!   commandstats`, `integration/tests/all/valkey.rs`): fresh 2 (`SET … NX GET`, the
 //!   completion), replay 1 (`GET`, or `SET … NX GET` on another
 //!   replica); a replay that fills a local cache also sends a
 //!   `PTTL` in the same write, for how long the cache may keep the record.
@@ -52,19 +52,19 @@
 //! - **Keys.** `prefix` (default `idem:`) followed by the 32 bytes of the
 //!   SHA-256 of scope and key: fixed length, any key bytes are safe, the raw
 //!   key is never stored. One key per store operation, so Redis Cluster routes every
-//!   call (`integration/tests/redis_cluster.rs` runs the conformance suite on a private
+//!   call (`integration/tests/all/redis_cluster.rs` runs the conformance suite on a private
 //!   3-master cluster).
 //! - **Compact.** One string per record: `P` + token + fingerprint + the
 //!   claim's time and lease + the call site while in progress, `C` +
 //!   fingerprint + TTL + record once completed. A record holding a
 //!   200-byte value takes under 512 bytes (`MEMORY USAGE`, asserted and
 //!   printed by `keys_are_prefixed_hashed_and_expire_by_px` in
-//!   `integration/tests/redis.rs`; BENCHMARKS.md has the sizes per store).
+//!   `integration/tests/all/redis.rs`; BENCHMARKS.md has the sizes per store).
 //! - **Faults.** One multiplexed, reconnecting connection
 //!   (`ConnectionManager`; the cluster client for a cluster), with a
 //!   connection and a response timeout of 1 s by default. While Redis is
 //!   down every call answers `Error::Store` (the slowest in 580 ms with
-//!   timeouts of 300 ms, under 8 concurrent workers, `integration/tests/redis_fault.rs`),
+//!   timeouts of 300 ms, under 8 concurrent workers, `integration/tests/all/redis_fault.rs`),
 //!   no body runs without a won claim, and the same store works again once
 //!   Redis is back.
 //! - Try it: `cargo run -p idem-integration --example redis_service` (reads
@@ -81,7 +81,7 @@
 //! | **a restart**: Redis keeps data in memory | persistence: AOF with `appendfsync everysec` loses at most a second of records on a crash (`always` loses none and costs a disk write per store operation); RDB snapshots alone lose minutes | nothing to configure in idem; a lost claim lets a retry run again, a lost record lets a duplicate run again |
 //! | **a failover**: replication is asynchronous, so a claim or record the primary acknowledged may not have reached the replica that takes over | `RedisStore::builder().wait_for_replicas(n, timeout)`: `WAIT n timeout` pipelined after every claim and completion (same round trip); fewer acknowledgements are `Error::Store` and the body does not run on an unacknowledged claim. Keep at least `n + 1` replicas, or after a failover no step can be acknowledged (idem then fails closed, as tested) | follows the new primary through Sentinel: `RedisStore::builder().connect_sentinel(["redis://sentinel-1:26379", …], "service")`; after a failed step the store asks the sentinels again |
 //!
-//! A failover under load, on loopback (`integration/tests/redis_failover.rs`):
+//! A failover under load, on loopback (`integration/tests/all/redis_failover.rs`):
 //! a primary with two replicas and three sentinels (`down-after-milliseconds
 //! 500`), eight workers racing duplicate calls over 3,000 keys (24,000 calls),
 //! the primary SIGKILLed a third of the way in:
@@ -96,7 +96,7 @@
 //! replication lag, which across a network, or under load, is larger. What
 //! `WAIT` guarantees is tested separately: with no replica to acknowledge, a
 //! claim fails closed and the body does not run
-//! (`integration/tests/redis_production.rs`). **Cluster**: each key lives on one
+//! (`integration/tests/all/redis_production.rs`). **Cluster**: each key lives on one
 //! primary, so these settings apply per primary; the eviction check asks
 //! every one. The eviction policy is read at connect and again before the
 //! first claim after a lost connection, so a server that restarts or fails

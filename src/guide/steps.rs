@@ -103,7 +103,7 @@
 //! write says steps exist). On Redis a claim reads no steps, so that a
 //! replay is one command; a claim that finds a released call's marker
 //! takes it over by a script that reads them: resuming costs one more
-//! round trip there. Counted on the wire by `integration/tests/round_trips.rs` for a
+//! round trip there. Counted on the wire by `integration/tests/all/round_trips.rs` for a
 //! body of three steps:
 //!
 //! | call | round trips |
@@ -137,7 +137,7 @@
 //! **Under SIGKILL.** `integration/examples/order_steps.rs` is an order
 //! workflow (reserve → charge → ship) on SQLite (`cargo run -p
 //! idem-integration --example order_steps`). Its chaos mode (`-- chaos 300
-//! 6`, also `integration/tests/steps_chaos.rs`) runs a worker process over 300 orders,
+//! 6`, also `integration/tests/all/steps_chaos.rs`) runs a worker process over 300 orders,
 //! four at a time, and kills it with SIGKILL 6 times, each after a random
 //! number of effects and a few more milliseconds, restarting it each time;
 //! the effects are rows in a second SQLite file, keyed by order, step and the

@@ -36,6 +36,6 @@
 //!
 //! The calls under test must run on the handle the kit gives them
 //! (`store = idem` with `skip(idem)` on the attribute, or `idem.call(…)`).
-//! `integration/tests/testing_kit_example.rs` is a file to copy: a payment
+//! `integration/tests/all/testing_kit_example.rs` is a file to copy: a payment
 //! with two effects, crash-tested, its key and fingerprint pinned, a store
 //! fault, and the reviewed inventory.

@@ -50,7 +50,7 @@
 //! # }
 //! ```
 //!
-//! The chaos test `integration/tests/reconcile_chaos.rs` measures the
+//! The chaos test `integration/tests/all/reconcile_chaos.rs` measures the
 //! difference. A worker charges 150 payments through a fake provider on
 //! loopback that books every charge it receives (it does not deduplicate)
 //! and answers lookups by reference. The worker is SIGKILLed 6 times and
@@ -63,7 +63,7 @@
 //! completion). With the reconcile above, every payment was booked exactly
 //! once, in 40 runs of 40 on each store, the reconcile answering `Some`
 //! 3–14 times per run. Run it with `cargo test -p idem-integration
-//! --all-features --test reconcile_chaos` (about 3 s).
+//! --all-features --test all reconcile_chaos::` (about 3 s).
 //!
 //! `Ok(Some(v))` is stored and returned as if the body ran (the body does
 //! not run); `Ok(None)` runs the body; `Err` goes through the error policy,

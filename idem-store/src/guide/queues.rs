@@ -120,7 +120,7 @@
 //! queue with manual acks. Both run until killed; run as many copies as you
 //! like.
 //!
-//! `integration/tests/queue_jetstream.rs` runs the JetStream worker under chaos: 2,000
+//! `integration/tests/all/queue_jetstream.rs` runs the JetStream worker under chaos: 2,000
 //! orders published, 10% of them twice with different `Nats-Msg-Id`s (a
 //! producer retry past the dedupe window), plus one poison message (a seen
 //! order id with another amount); two worker processes, one SIGKILLed 4 times
@@ -144,7 +144,7 @@
 //! (`a_poison_message_is_terminated_not_retried`). A handler four times slower
 //! than a 1 s `ack_wait` keeps its message through in-progress acks and its
 //! claim through lease renewal (`a_slow_handler_keeps_its_message_and_its_claim`).
-//! `integration/tests/queue_rabbitmq.rs` publishes 300 orders to RabbitMQ, 10% twice,
+//! `integration/tests/all/queue_rabbitmq.rs` publishes 300 orders to RabbitMQ, 10% twice,
 //! kills the worker once mid-way: 300 effect rows, 0 duplicates.
 //!
 //! In plain mode the window between the effect and the completion is one

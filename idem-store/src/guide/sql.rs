@@ -32,7 +32,7 @@
 //!   `synchronous = NORMAL`, which may lose the last records on power loss,
 //!   not on a process crash).
 //! - Several processes on the host may share the file; a record written by one
-//!   is replayed by the next one started (see `integration/tests/sqlite.rs`).
+//!   is replayed by the next one started (see `integration/tests/all/sqlite.rs`).
 //! - Expiry is judged by SQLite's clock, which is **this host's wall clock**:
 //!   stepping it forward ends leases and records early, stepping it back
 //!   keeps them longer. For several hosts use PostgreSQL or Redis.
@@ -84,7 +84,7 @@
 //!
 //! **Connections.** A sqlx `PgPool` pings each connection when it goes back to
 //! the pool, and by default before handing it out too. Counted on the wire
-//! through a proxy (`each_step_is_one_round_trip` in `integration/tests/postgres.rs`):
+//! through a proxy (`each_step_is_one_round_trip` in `integration/tests/all/postgres.rs`):
 //!
 //! | how the store reaches PostgreSQL | turns per store operation (claim, renew, complete, replay, release) |
 //! | --- | --- |
@@ -187,7 +187,7 @@
 //! - A crash before the commit (the process killed between the insert and
 //!   the commit) rolls back everything, the claim included: no order row, no
 //!   record, and the retry runs at once, with no lease to wait out
-//!   (`integration/tests/postgres_tx.rs` kills a child process there).
+//!   (`integration/tests/all/postgres_tx.rs` kills a child process there).
 //! - A duplicate replays the committed record (also through the plain store).
 //!   While the transaction is open its claim row is locked: a concurrent
 //!   duplicate waits for the commit, then replays (or, after a rollback,
@@ -214,7 +214,7 @@
 //! PostgreSQL.
 //!
 //! - **One round trip per store operation**, counted through a proxy
-//!   (`integration/tests/mysql.rs`, `round_trips.rs`): claim, complete, release,
+//!   (`integration/tests/all/mysql.rs`, `round_trips.rs`): claim, complete, release,
 //!   renew and saving a step are 1 turn each on the store's own connections,
 //!   2 on a pool with `test_before_acquire(false)`, 3 on sqlx's default pool;
 //!   a fresh call is 2 turns, a replay 1 (a `SELECT` of the completed row
@@ -239,7 +239,7 @@
 //! - **Transactional mode**: `store.in_transaction(&mut tx, idem.call(…)).run(async |conn| …)`
 //!   claims and completes inside your `sqlx::Transaction<MySql>`, as for
 //!   PostgreSQL: the effect and the record commit together, and a worker
-//!   SIGKILLed before its commit leaves neither (`integration/tests/mysql_tx.rs`). Under
+//!   SIGKILLed before its commit leaves neither (`integration/tests/all/mysql_tx.rs`). Under
 //!   REPEATABLE READ the claim of an existing key also locks the gap before
 //!   its row until the commit (InnoDB's duplicate-key check): keep those
 //!   transactions short. `store.tx_handle(tx)` gives the

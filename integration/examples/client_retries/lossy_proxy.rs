@@ -2,7 +2,7 @@
 //! reaches the server whole, the server answers, and the proxy closes the
 //! client's connection instead of passing the answer on. The client cannot
 //! tell whether its request ran; that is what idempotency keys are for.
-//! The `client_retries` example and `tests/client.rs` both use it.
+//! The `client_retries` example and `tests/all/client.rs` both use it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
