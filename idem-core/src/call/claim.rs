@@ -92,20 +92,8 @@ impl<P> Call<P> {
                     return Err(self.claim_failed(err, on_drop, claim, span));
                 }
             };
-            if !self.fingerprint.matches(&fingerprint) {
-                let err = Failed::Idem(self.mismatch());
-                return Err(self.ended(span, Observed::Mismatch, Err(err)));
-            }
             let waited = started.elapsed();
-            if waited >= self.wait {
-                tracing::debug!(scope = %self.scope, key = %self.key.short(), ?retry_after, "idem: in progress elsewhere");
-                let err = Error::InProgress {
-                    scope: self.scope.to_string(),
-                    key: self.key.short(),
-                    retry_after,
-                };
-                return Err(self.ended(span, Observed::InProgress, Err(Failed::Idem(err))));
-            }
+            self.may_wait(&fingerprint, retry_after, waited, span)?;
             if backoff == FIRST_BACKOFF {
                 site.wait();
             }
@@ -115,6 +103,32 @@ impl<P> Call<P> {
             backoff = (backoff * 2).min(MAX_BACKOFF);
             sent = Instant::now();
         }
+    }
+
+    /// Whether the call may wait for another holder of the key (of
+    /// `fingerprint`, done in `retry_after`) after `waited`: `Err` with the
+    /// call's answer when its payload differs or its `wait` ran out.
+    fn may_wait<T, E>(
+        &self,
+        fingerprint: &Fingerprint,
+        retry_after: Duration,
+        waited: Duration,
+        span: &tracing::Span,
+    ) -> Result<(), Ran<T, E>> {
+        if !self.fingerprint.matches(fingerprint) {
+            let err = Failed::Idem(self.mismatch());
+            return Err(self.ended(span, Observed::Mismatch, Err(err)));
+        }
+        if waited < self.wait {
+            return Ok(());
+        }
+        tracing::debug!(scope = %self.scope, key = %self.key.short(), ?retry_after, "idem: in progress elsewhere");
+        let err = Error::InProgress {
+            scope: self.scope.to_string(),
+            key: self.key.short(),
+            retry_after,
+        };
+        Err(self.ended(span, Observed::InProgress, Err(Failed::Idem(err))))
     }
 
     /// Makes sure a won claim holds a whole lease before the body runs. A

@@ -80,9 +80,6 @@ impl RedisStore {
         };
         let outcome = match claimed(pttl, held)? {
             Claimed::Outcome(outcome) => outcome,
-            Claimed::Replace(held) if let Some(refused) = refused_takeover(&held, claim)? => {
-                refused
-            }
             Claimed::Replace(held) => {
                 let (now, _) = *clocks.get_or_insert_with(read_clocks);
                 let value = claim_value(claim, now)?;
@@ -217,7 +214,8 @@ impl RedisStore {
     /// Replaces a claim whose lease lapsed, or a released claim's marker
     /// (`held`, as the claim's pipeline found it), with ours, in one script
     /// that checks it again and reads the steps (`TAKE_OVER`): a lapsed
-    /// holder vanished, so the won claim says it took over. With replicas
+    /// holder vanished, so the won claim says it took over. A lapsed claim
+    /// of another payload is not replaced (`refused_takeover`). With replicas
     /// awaited, the `WAIT` follows in the same trip.
     async fn take_over(
         &self,
@@ -226,6 +224,9 @@ impl RedisStore {
         value: &[u8],
         claim: &Claim,
     ) -> Result<ClaimOutcome, StoreError> {
+        if let Some(refused) = refused_takeover(held, claim)? {
+            return Ok(refused);
+        }
         let mut digits = itoa::Buffer::new();
         let px = digits.format(claim_px(claim.lease)).as_bytes();
         let args: [&[u8]; 3] = [held, value, px];
