@@ -3,7 +3,7 @@
 //! `#[tokio::test]`s do), after a runtime shut down with
 //! `shutdown_background`, and from a second runtime while the first still
 //! lives but no longer drives its tasks. In each, a body running three
-//! leases long keeps its lease: a duplicate sent three leases after it
+//! leases long keeps its lease: a duplicate sent over two leases after it
 //! started gets `InProgress`, and the body runs once.
 //!
 //! Each runtime's first call is a body that finishes without yielding, so
@@ -21,9 +21,12 @@ use std::time::Duration;
 use idem::{Error, Idempotency, MemoryStore, RedisStore};
 use tokio::runtime::Runtime;
 
-const LEASE: Duration = Duration::from_millis(300);
-const BODY: Duration = Duration::from_millis(1500);
-const DUPLICATE_AFTER: Duration = Duration::from_millis(900);
+// A lease long enough that a renewal delayed by a loaded machine (the
+// whole test binary on 2 cores) still lands before it lapses: renewals
+// come every third of it, so a stall under two thirds is absorbed.
+const LEASE: Duration = Duration::from_millis(1200);
+const BODY: Duration = Duration::from_millis(3600);
+const DUPLICATE_AFTER: Duration = Duration::from_millis(2700);
 
 #[derive(Clone, Copy, Debug)]
 enum Flavor {
@@ -58,8 +61,8 @@ async fn quick_call(idem: &Idempotency, scope: &str, key: &str) {
 }
 
 /// A body three leases long (blocking its thread on a multi-thread
-/// runtime, awaiting a timer on a current-thread one), a duplicate three
-/// leases after it started: the duplicate gets `InProgress`, the body ran
+/// runtime, awaiting a timer on a current-thread one), a duplicate over
+/// two leases after it started: the duplicate gets `InProgress`, the body ran
 /// once and its value is the holder's.
 async fn long_body_keeps_its_lease(idem: &'static Idempotency, flavor: Flavor, scope: &str) {
     let (lease, body) = (LEASE, BODY);
