@@ -77,10 +77,11 @@
 //!   [Security](#security));
 //! - buffers the request body (2 MiB by default, `.max_body_bytes(…)`; 413
 //!   beyond it, nothing stored) and fingerprints it: SHA-256 of the request
-//!   target and body; with `.canonical_json()` a JSON body is fingerprinted
-//!   by its value (as `#[idempotent]` does: map entries in sorted order), so
-//!   the same object with its keys reordered or other whitespace is the same
-//!   request; a body that is not JSON is still compared byte for byte;
+//!   target and body; a JSON body (`application/json`, `…+json`) is
+//!   fingerprinted by its value (as `#[idempotent]` does: map entries in
+//!   sorted order), so the same object with its keys reordered or other
+//!   whitespace is the same request (`.exact_bytes()` compares its bytes
+//!   instead); any other body is compared byte for byte;
 //! - claims the key in the store; only the winner runs the handler, however
 //!   many duplicates arrive at once, on however many server instances share
 //!   the store;

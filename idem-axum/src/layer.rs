@@ -10,6 +10,7 @@ use crate::defaults::{captured_by_default, stores_by_default};
 use crate::flights::Flights;
 use crate::principal::PrincipalRule;
 use crate::run_times::RunTimes;
+use crate::scope::JsonBodies;
 use crate::token::TokenIssuer;
 use idem_core::{DEFAULT_TTL, Idempotency};
 type StoreStatus = dyn Fn(StatusCode) -> bool + Send + Sync;
@@ -41,8 +42,9 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 512 << 10;
 ///    [`principal`](Self::principal) function's answer;
 /// 3. buffers the body (413 beyond [`max_body_bytes`](Self::max_body_bytes),
 ///    nothing claimed) and fingerprints it: SHA-256 over the request's path
-///    and query and its body (or its JSON value, with
-///    [`canonical_json`](Self::canonical_json));
+///    and query and its body: a JSON body (`application/json`, `…+json`)
+///    by the value it parses as, so key order and whitespace do not
+///    matter, unless [`exact_bytes`](Self::exact_bytes);
 /// 4. claims the key; only the winner runs the inner service. Its response
 ///    is stored (status, body and the [`stored_headers`](Self::stored_headers))
 ///    when [`store_status`](Self::store_status) says so (by default 2xx
@@ -128,7 +130,7 @@ pub(crate) struct Config {
     pub(crate) store_status: Arc<StoreStatus>,
     /// Whether a response of a stored status is captured for replay.
     pub(crate) capture: Arc<Capture>,
-    pub(crate) canonical_json: bool,
+    pub(crate) json: JsonBodies,
     pub(crate) principal: PrincipalRule,
     /// Token mode: only keys this issuer minted for the caller.
     pub(crate) tokens: Option<TokenIssuer>,
@@ -173,7 +175,7 @@ impl IdempotencyLayer {
                 ],
                 store_status: Arc::new(stores_by_default),
                 capture: Arc::new(captured_by_default),
-                canonical_json: false,
+                json: JsonBodies::Canonical,
                 principal: PrincipalRule::default(),
                 tokens: None,
                 run_times: Arc::default(),
@@ -375,19 +377,24 @@ impl IdempotencyLayer {
         self
     }
 
-    /// Fingerprints a JSON request body by its value rather than its bytes:
-    /// the same object with its keys in another order, or other
-    /// whitespace, is the same request (as for `#[idempotent]`, whose
-    /// fingerprint hashes the parsed value with map entries in sorted
-    /// order). A body that is not JSON is still compared byte for byte.
-    /// Default: off (bytes).
+    /// Fingerprints a JSON request body by its bytes, as every other body,
+    /// rather than by its value: the same object with its keys in another
+    /// order is then another request (422). By default a body sent as
+    /// `application/json` or `…+json` is fingerprinted by the JSON value it
+    /// parses as (as `#[idempotent]` hashes a payload, map entries in
+    /// sorted order), so a client that rebuilds its request from a map, or
+    /// with another serializer, is still recognised.
+    ///
+    /// Records written by a layer that fingerprinted JSON by its bytes
+    /// (this option, or idem before 0.1) still replay: a request whose
+    /// value's fingerprint is refused is claimed once more by its bytes'.
     ///
     /// ```
     /// # let layer = idem::http::IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
-    /// let layer = layer.canonical_json();
+    /// let layer = layer.exact_bytes();
     /// ```
-    pub fn canonical_json(mut self) -> Self {
-        self.config_mut().canonical_json = true;
+    pub fn exact_bytes(mut self) -> Self {
+        self.config_mut().json = JsonBodies::Exact;
         self
     }
 }
@@ -405,7 +412,7 @@ impl fmt::Debug for IdempotencyLayer {
             .field("max_body_bytes", &c.max_body_bytes)
             .field("max_response_bytes", &c.max_response_bytes)
             .field("stored_headers", &c.stored_headers)
-            .field("canonical_json", &c.canonical_json)
+            .field("json", &c.json)
             .field("principal", &c.principal)
             .field("tokens", &c.tokens)
             .finish_non_exhaustive()

@@ -25,7 +25,7 @@ use crate::tee::{Captured, Tail, tee};
 use crate::{IDEMPOTENT_STORED, IdempotencyKey, Problem, idempotency_key};
 use idem_core::Failed;
 use idem_core::fingerprint::Fingerprint;
-use idem_core::{Error, Reported};
+use idem_core::{Call, Error, Reported};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -57,6 +57,9 @@ struct Prepared {
     key: IdempotencyKey,
     scope: HttpScope,
     fingerprint: Fingerprint,
+    /// The body's bytes' fingerprint, when `fingerprint` is its JSON
+    /// value's: what records written before that default hold.
+    bytes_fingerprint: Option<Fingerprint>,
     accept_encoding: Option<HeaderValue>,
     request: Request<Body>,
 }
@@ -115,12 +118,13 @@ async fn prepare(
         route,
         principal,
     };
-    let fingerprint = fingerprint(config.canonical_json, &parts, &body)
+    let (fingerprint, bytes_fingerprint) = fingerprint(config.json, &parts, &body)
         .map_err(|err| Error::Codec(err.into()).into_response())?;
     Ok(Ok(Prepared {
         key,
         scope,
         fingerprint,
+        bytes_fingerprint,
         accept_encoding: parts.headers.get(header::ACCEPT_ENCODING).cloned(),
         request: Request::from_parts(parts, Body::from(body)),
     }))
@@ -138,25 +142,16 @@ where
         key,
         scope,
         fingerprint,
+        bytes_fingerprint,
         accept_encoding,
         request,
     } = prepared;
     let route = scope.route_key();
-    let mut call = config
-        .idem
-        .call(&scope, key.as_str())
-        .ttl(config.ttl)
-        .site(crate::sites::site(&route));
-    if let Some(lease) = config.lease {
-        call = call.lease(lease);
-    }
-    if let Some(tombstone) = config.tombstone {
-        call = call.tombstone(tombstone);
-    }
+    let call = || new_call(config, &scope, &key, &route);
     let mut wait = config.wait;
     let mut lead = None;
     if !wait.is_zero() {
-        match config.flights.join(call.record_key(), fingerprint) {
+        match config.flights.join(call().record_key(), fingerprint) {
             Joined::Lead(joined) => lead = Some(joined),
             Joined::Follow(end) => {
                 let started = Instant::now();
@@ -174,11 +169,15 @@ where
     }
     let mut reply = Some(reply);
     let mut rest = None;
-    let (reply_slot, rest_slot) = (&mut reply, &mut rest);
-    let call = call.wait(wait).fingerprint_digest(fingerprint);
-    let reported = call
-        .run_apart(|| attempt(config, inner, request, &scope, reply_slot, rest_slot))
-        .await;
+    let mut unsent = Some((inner, request));
+    let mut slots = (&mut unsent, &mut reply, &mut rest);
+    let claimed = |fingerprint| call().wait(wait).fingerprint_digest(fingerprint);
+    let mut reported = claim_and_attempt(config, claimed(fingerprint), &scope, &mut slots).await;
+    if let Some(bytes) = bytes_fingerprint.filter(|_| refused_as_another(&reported)) {
+        if slots.0.is_some() {
+            reported = claim_and_attempt(config, claimed(bytes), &scope, &mut slots).await;
+        }
+    }
     let ended = answer(
         config,
         &route,
@@ -195,6 +194,62 @@ where
         Some(Rest::Streamed(tail)) => tail.finish().await,
         None => {}
     }
+}
+
+/// The request not yet sent to the inner service, and where its answer
+/// goes.
+type Slots<'s, S, E> = (
+    &'s mut Option<(S, Request<Body>)>,
+    &'s mut Option<Reply<E>>,
+    &'s mut Option<Rest>,
+);
+
+/// Claims the key with `call` and, if the claim is won, sends the request
+/// to the inner service (which it takes from its slot).
+async fn claim_and_attempt<S, B>(
+    config: &Config,
+    call: Call,
+    scope: &HttpScope,
+    (unsent, reply, rest): &mut Slots<'_, S, S::Error>,
+) -> Reported<Result<Kept, Failed<NotKept<S::Error>>>>
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    call.run_apart(|| {
+        // A call runs its body at most once, and a second call is made
+        // only while the request is still here.
+        let (inner, request) = unsent.take().expect("the request is sent once");
+        attempt(config, inner, request, scope, reply, rest)
+    })
+    .await
+}
+
+/// The call for a request's key, before its wait and fingerprint.
+fn new_call(config: &Config, scope: &HttpScope, key: &IdempotencyKey, route: &str) -> Call {
+    let mut call = config
+        .idem
+        .call(scope, key.as_str())
+        .ttl(config.ttl)
+        .site(crate::sites::site(route));
+    if let Some(lease) = config.lease {
+        call = call.lease(lease);
+    }
+    if let Some(tombstone) = config.tombstone {
+        call = call.tombstone(tombstone);
+    }
+    call
+}
+
+/// Whether the key holds another request's record: then a JSON body is
+/// claimed again by its bytes' fingerprint, which a record written before
+/// JSON was canonical by default (or with `exact_bytes`) holds.
+fn refused_as_another<T, E>(reported: &Reported<Result<T, Failed<E>>>) -> bool {
+    matches!(
+        reported.result,
+        Err(Failed::Idem(Error::FingerprintMismatch { .. }))
+    )
 }
 
 /// Waits up to `wait` for the end of the attempt a duplicate follows.

@@ -308,9 +308,6 @@ pub(crate) fn router(payments: Payments, options: &Options) -> Router {
     let idempotency = IdempotencyLayer::new(payments.inner.idem.clone())
         .wait(options.wait)
         .max_body_bytes(options.max_body_bytes)
-        // A JSON API: the same payment with its fields in another order is
-        // the same request.
-        .canonical_json()
         .principal(user_of);
     // Refunds take only keys the server issued to the same user: a refund
     // button gets its token when the page is shown.
@@ -320,7 +317,6 @@ pub(crate) fn router(payments: Payments, options: &Options) -> Router {
         .layer(
             IdempotencyLayer::new(payments.inner.idem.clone())
                 .max_body_bytes(options.max_body_bytes)
-                .canonical_json()
                 .principal(user_of)
                 .tokens(tokens.clone()),
         );

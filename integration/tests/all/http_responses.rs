@@ -1,8 +1,9 @@
 //! What the layer stores and replays, over real HTTP: encoded bodies with
 //! compression inside and outside the layer, streamed and endless
 //! responses, responses too large to store, the statuses that release a
-//! key, a burst behind a failing handler, the canonical JSON fingerprint
-//! and the key's syntax.
+//! key, a burst behind a failing handler, the fingerprint of JSON bodies
+//! (by value; records fingerprinted by bytes still replay) and of other
+//! bodies, and the key's syntax.
 
 use std::convert::Infallible;
 use std::io::Read as _;
@@ -546,46 +547,50 @@ async fn a_waiting_duplicate_of_a_failure_too_large_to_keep_gets_409() {
     assert_eq!(runs.count(), 1);
 }
 
+/// An `/orders` router behind `idem`, counting its handler's runs.
+async fn orders(idem: IdempotencyLayer, runs: &Runs) -> Server {
+    let counted = runs.clone();
+    let router = Router::new()
+        .route(
+            "/orders",
+            post(move || {
+                let runs = counted.clone();
+                async move {
+                    runs.hit();
+                    (StatusCode::CREATED, "order 1")
+                }
+            }),
+        )
+        .layer(idem);
+    serve(router).await
+}
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+
 #[tokio::test]
-async fn the_canonical_json_fingerprint_ignores_key_order_and_spacing() {
-    for canonical in [true, false] {
+async fn a_json_body_is_one_request_whatever_its_key_order_and_spacing() {
+    for exact in [false, true] {
         let runs = Runs::default();
-        let counted = runs.clone();
-        let idem = if canonical {
-            layer().canonical_json()
-        } else {
-            layer()
-        };
-        let router = Router::new()
-            .route(
-                "/orders",
-                post(move || {
-                    let runs = counted.clone();
-                    async move {
-                        runs.hit();
-                        (StatusCode::CREATED, "order 1")
-                    }
-                }),
-            )
-            .layer(idem);
-        let server = serve(router).await;
-        let key = [("idempotency-key", "\"o-1\"")];
+        let server = orders(
+            if exact {
+                layer().exact_bytes()
+            } else {
+                layer()
+            },
+            &runs,
+        )
+        .await;
+        let key = [("idempotency-key", "\"o-1\""), JSON];
         let first = server
             .send(Method::POST, "/orders", &key, r#"{"sku":"tea","qty":2}"#)
             .await;
         assert_eq!(first.status, StatusCode::CREATED);
-        let reordered = server
-            .send(
-                Method::POST,
-                "/orders",
-                &key,
-                "{ \"qty\": 2,\n \"sku\": \"tea\" }",
-            )
-            .await;
-        if canonical {
-            assert!(reordered.replayed());
-        } else {
+        let reordered = "{ \"qty\": 2,\n \"sku\": \"tea\" }";
+        let reordered = server.send(Method::POST, "/orders", &key, reordered).await;
+        if exact {
             reordered.assert_problem(422, "fingerprint-mismatch");
+        } else {
+            assert!(reordered.replayed(), "{:?}", reordered.status);
         }
         let changed = server
             .send(Method::POST, "/orders", &key, r#"{"sku":"tea","qty":3}"#)
@@ -593,6 +598,55 @@ async fn the_canonical_json_fingerprint_ignores_key_order_and_spacing() {
         changed.assert_problem(422, "fingerprint-mismatch");
         assert_eq!(runs.count(), 1);
     }
+}
+
+/// A body that is not sent as JSON is compared byte for byte, even when
+/// it parses as JSON.
+#[tokio::test]
+async fn a_body_not_sent_as_json_is_fingerprinted_by_its_bytes() {
+    let runs = Runs::default();
+    let server = orders(layer(), &runs).await;
+    let key = [
+        ("idempotency-key", "\"o-2\""),
+        ("content-type", "text/plain"),
+    ];
+    let first = server
+        .send(Method::POST, "/orders", &key, r#"{"a":1,"b":2}"#)
+        .await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let same = server
+        .send(Method::POST, "/orders", &key, r#"{"a":1,"b":2}"#)
+        .await;
+    assert!(same.replayed());
+    let reordered = server
+        .send(Method::POST, "/orders", &key, r#"{"b":2,"a":1}"#)
+        .await;
+    reordered.assert_problem(422, "fingerprint-mismatch");
+    assert_eq!(runs.count(), 1);
+}
+
+/// Records whose fingerprint is the JSON body's bytes (written with
+/// `exact_bytes`, or before JSON was canonical by default) still replay
+/// the same bytes behind the default layer; other bytes are refused,
+/// never run again.
+#[tokio::test]
+async fn a_record_fingerprinted_by_its_bytes_still_replays() {
+    let idem = Idempotency::new(MemoryStore::new());
+    let runs = Runs::default();
+    let before = orders(IdempotencyLayer::new(idem.clone()).exact_bytes(), &runs).await;
+    let after = orders(IdempotencyLayer::new(idem), &runs).await;
+    let key = [("idempotency-key", "\"o-3\""), JSON];
+    let body = r#"{"sku":"tea","qty":2}"#;
+    let first = before.send(Method::POST, "/orders", &key, body).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let again = after.send(Method::POST, "/orders", &key, body).await;
+    assert!(again.replayed(), "{:?}", again.status);
+    assert_eq!(again.body, first.body);
+    let reordered = after
+        .send(Method::POST, "/orders", &key, r#"{"qty":2,"sku":"tea"}"#)
+        .await;
+    reordered.assert_problem(422, "fingerprint-mismatch");
+    assert_eq!(runs.count(), 1);
 }
 
 #[tokio::test]
