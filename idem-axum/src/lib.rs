@@ -178,6 +178,7 @@ mod flights;
 pub mod guide;
 mod idempotency_key;
 mod layer;
+mod locate;
 mod principal;
 mod request;
 mod run_times;
@@ -196,6 +197,7 @@ pub use idempotency_key::{
     IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, IDEMPOTENT_STORED, IdempotencyKey, MAX_KEY_BYTES,
 };
 pub use layer::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_RESPONSE_BYTES, IdempotencyLayer};
+pub use locate::{credential_principal, record_key};
 pub use service::IdempotencyService;
 // The fuzz targets' entry points (`fuzz/`), only in a fuzzing build:
 // cargo-fuzz sets `--cfg fuzzing`.

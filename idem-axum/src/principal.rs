@@ -91,7 +91,11 @@ impl fmt::Debug for PrincipalRule {
 /// key, and the scope's description in logs and errors shows it, never the
 /// credential. Each value is length-prefixed and tagged with its name, so
 /// no two different credential sets hash alike.
-fn credential_hash(map: &HeaderMap, headers: &[HeaderName], cookies: &[String]) -> Option<String> {
+pub(crate) fn credential_hash(
+    map: &HeaderMap,
+    headers: &[HeaderName],
+    cookies: &[String],
+) -> Option<String> {
     let mut hasher = Sha256::new();
     hasher.update(b"idem/http/credential/v1");
     let mut found = false;

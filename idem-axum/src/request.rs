@@ -173,10 +173,9 @@ where
     let mut slots = (&mut unsent, &mut reply, &mut rest);
     let claimed = |fingerprint| call().wait(wait).fingerprint_digest(fingerprint);
     let mut reported = claim_and_attempt(config, claimed(fingerprint), &scope, &mut slots).await;
-    if let Some(bytes) = bytes_fingerprint.filter(|_| refused_as_another(&reported)) {
-        if slots.0.is_some() {
-            reported = claim_and_attempt(config, claimed(bytes), &scope, &mut slots).await;
-        }
+    let again = bytes_fingerprint.filter(|_| slots.0.is_some() && refused_as_another(&reported));
+    if let Some(bytes) = again {
+        reported = claim_and_attempt(config, claimed(bytes), &scope, &mut slots).await;
     }
     let ended = answer(
         config,

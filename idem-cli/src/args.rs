@@ -122,19 +122,48 @@ impl Command {
     }
 }
 
-/// One record: by scope and key (hashed as the library does), or by its
-/// hashed key as `idem list` prints it.
+/// One record: by scope and key (hashed as the library does), by what an
+/// HTTP client sent (as the HTTP layer derives its key), or by its hashed
+/// key as `idem list` prints it.
 #[derive(Debug, Args)]
 #[group(required = true, multiple = true)]
 pub(crate) struct Which {
     /// The scope the call was given; repeat it for a tuple scope, e.g.
     /// `--scope payments --scope acme` for `("payments", "acme")`. Each
     /// part is hashed as a string.
-    #[arg(long, requires = "key", conflicts_with = "record")]
+    #[arg(long, requires = "key", conflicts_with_all = ["record", "http"])]
     pub scope: Vec<String>,
-    /// The idempotency key, hashed as a string.
-    #[arg(long, requires = "scope", conflicts_with = "record")]
+    /// A request the HTTP layer guarded: its method and route as the
+    /// router matched it, e.g. 'POST /orders' or 'PUT /orders/{id}'.
+    #[cfg(feature = "http")]
+    #[arg(
+        long,
+        value_name = "METHOD ROUTE",
+        requires = "key",
+        conflicts_with = "record"
+    )]
+    pub http: Option<String>,
+    /// The idempotency key, hashed as a string (with --http, the
+    /// `Idempotency-Key` header's text, without its quotes).
+    #[arg(long, conflicts_with = "record")]
     pub key: Option<String>,
+    /// With --http: a credential header the request carried, e.g.
+    /// 'authorization: Bearer …'; repeat it for each header the layer's
+    /// principal_headers names, in that order (by default Authorization
+    /// alone). None: the anonymous caller.
+    #[cfg(feature = "http")]
+    #[arg(long, value_name = "NAME: VALUE", requires = "http")]
+    pub header: Vec<String>,
+    /// With --http: a session cookie the layer's principal_cookies names,
+    /// as NAME=VALUE; repeat it for each, in that order.
+    #[cfg(feature = "http")]
+    #[arg(long, value_name = "NAME=VALUE", requires = "http")]
+    pub cookie: Vec<String>,
+    /// With --http: the principal the layer's own `principal` function
+    /// returned for the request, instead of --header and --cookie.
+    #[cfg(feature = "http")]
+    #[arg(long, requires = "http", conflicts_with_all = ["header", "cookie"])]
+    pub principal: Option<String>,
     /// The hashed key as `idem list` prints it, or a unique prefix of it
     /// (at least 4 hex digits), as git takes commits.
     #[arg(long, value_name = "HEX")]

@@ -120,7 +120,11 @@ async fn run(cli: &Cli) -> Result<String, Failure> {
             Ok(if json {
                 text(render::record_json(&info))
             } else {
-                render::record_text(&info)
+                format!(
+                    "store        {}\n{}",
+                    opened.name,
+                    render::record_text(&info)
+                )
             })
         }
         Command::Forget(_) => {
@@ -130,7 +134,11 @@ async fn run(cli: &Cli) -> Result<String, Failure> {
             Ok(if json {
                 text(json!({ "forgot": key.to_hex() }))
             } else {
-                format!("forgot {} (if it was there)\n", key.to_hex())
+                format!(
+                    "forgot {} in {} (if it was there)\n",
+                    key.to_hex(),
+                    opened.name
+                )
             })
         }
         Command::List(list) => {
@@ -146,7 +154,7 @@ async fn run(cli: &Cli) -> Result<String, Failure> {
                 let all: Vec<_> = records.iter().map(render::record_json).collect();
                 text(serde_json::Value::Array(all))
             } else {
-                render::list_text(&records)
+                render::list_text(&records, &opened.name)
             })
         }
         Command::Purge => {
@@ -154,7 +162,7 @@ async fn run(cli: &Cli) -> Result<String, Failure> {
             Ok(if json {
                 text(render::purged_json(&purged))
             } else {
-                render::purged_text(&purged)
+                render::purged_text(&purged, &opened.name)
             })
         }
         Command::Stats => {
@@ -162,7 +170,11 @@ async fn run(cli: &Cli) -> Result<String, Failure> {
             Ok(if json {
                 text(render::stats_json(&stats))
             } else {
-                render::stats_text(&stats)
+                format!(
+                    "store        {}\n{}",
+                    opened.name,
+                    render::stats_text(&stats)
+                )
             })
         }
     }

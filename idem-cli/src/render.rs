@@ -79,31 +79,32 @@ pub(crate) fn record_text(info: &RecordInfo) -> String {
 }
 
 /// The value's lines of `inspect`: a stored HTTP response as status,
-/// headers and body, anything else with its escapes rendered.
+/// headers and body (the record's type is the layer's own business),
+/// anything else with its kind, version and type and its escapes rendered.
 fn value_text(parts: &RecordParts) -> String {
-    let mut out = format!(
-        "kind         {}\nversion      {}\ntype         {}\n",
-        parts.kind, parts.version, parts.type_name
-    );
-    match response::response(parts) {
-        Some(response) => out += &response.to_text(),
-        None => {
-            let value = match &parts.value {
-                serde_json::Value::String(reason) if parts.kind == "not_stored" => reason.clone(),
-                value => display_value(value),
-            };
-            out += &format!("value        {}\n", value.replace('\n', "\n             "));
-        }
+    if let Some(response) = response::response(parts) {
+        return format!("version      {}\n{}", parts.version, response.to_text());
     }
-    out
+    let value = match &parts.value {
+        serde_json::Value::String(reason) if parts.kind == "not_stored" => reason.clone(),
+        value => display_value(value),
+    };
+    format!(
+        "kind         {}\nversion      {}\ntype         {}\nvalue        {}\n",
+        parts.kind,
+        parts.version,
+        parts.type_name,
+        value.replace('\n', "\n             ")
+    )
 }
 
 fn site_text(info: &RecordInfo) -> String {
     info.site.clone().unwrap_or_else(|| "-".to_owned())
 }
 
-/// `list` for people: a header and one aligned row a record.
-pub(crate) fn list_text(records: &[RecordInfo]) -> String {
+/// `list` for people: a header, one aligned row a record, and how many
+/// were found in which store.
+pub(crate) fn list_text(records: &[RecordInfo], store: &str) -> String {
     let header = ["KEY", "STATE", "AGE", "EXPIRES IN", "SIZE", "SITE"].map(str::to_owned);
     let rows: Vec<[String; 6]> = records
         .iter()
@@ -136,7 +137,7 @@ pub(crate) fn list_text(records: &[RecordInfo]) -> String {
     for row in &rows {
         out += &line(row);
     }
-    out + &format!("{} record(s)\n", records.len())
+    out + &format!("{} record(s) in {store}\n", records.len())
 }
 
 fn total(stats: &Stats) -> u64 {
@@ -178,13 +179,13 @@ pub(crate) fn purged_json(purged: &Purged) -> Value {
 }
 
 /// What `purge` did, in words.
-pub(crate) fn purged_text(purged: &Purged) -> String {
+pub(crate) fn purged_text(purged: &Purged, store: &str) -> String {
     let tombstones = match purged.tombstones {
         0 => String::new(),
         n => format!("; {n} record(s) kept as tombstones without their value"),
     };
     format!(
-        "purged {} expired record(s) and {} step(s) of expired calls{tombstones}\n",
+        "purged {} expired record(s) and {} step(s) of expired calls in {store}{tombstones}\n",
         purged.records, purged.steps
     )
 }

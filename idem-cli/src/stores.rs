@@ -72,7 +72,8 @@ async fn redis(url: StoreUrl, options: &StoreOptions) -> Result<Opened, Failure>
         .prefix(&options.prefix)
         // Reading and deleting records is safe whatever the policy.
         .allow_eviction();
-    at_url("Redis", url, async |raw| builder.connect(raw).await).await
+    let place = format!("keys {}*", options.prefix);
+    at_url("Redis", url, place, async |raw| builder.connect(raw).await).await
 }
 
 #[cfg(feature = "postgres")]
@@ -81,7 +82,8 @@ async fn postgres(url: StoreUrl, options: &StoreOptions) -> Result<Opened, Failu
         .schema(options.schema.clone())
         .table(options.table.clone())
         .max_connections(1);
-    at_url("PostgreSQL", url, async |raw| {
+    let place = format!("table {}.{}", options.schema, options.table);
+    at_url("PostgreSQL", url, place, async |raw| {
         let store = builder.connect(raw).await?;
         // Never `migrate`: a missing or older table is reported, not changed.
         store.check_schema().await.map(|()| store)
@@ -94,7 +96,8 @@ async fn mysql(url: StoreUrl, options: &StoreOptions) -> Result<Opened, Failure>
     let builder = idem::MySqlStore::builder()
         .table(options.table.clone())
         .max_connections(1);
-    at_url("MySQL", url, async |raw| {
+    let place = format!("table {}", options.table);
+    at_url("MySQL", url, place, async |raw| {
         let store = builder.connect(raw).await?;
         // As PostgreSQL's: checked, never migrated.
         store.check_schema().await.map(|()| store)
@@ -102,15 +105,17 @@ async fn mysql(url: StoreUrl, options: &StoreOptions) -> Result<Opened, Failure>
     .await
 }
 
-/// The store `open` makes of `url`, named `server` in messages that never
-/// show the URL's password.
+/// The store `open` makes of `url`, named `server` with the `place` of its
+/// records (the table, the keys) in messages that never show the URL's
+/// password.
 #[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 async fn at_url<S: Admin + 'static>(
     server: &str,
     url: StoreUrl,
+    place: String,
     open: impl AsyncFnOnce(&str) -> Result<S, idem::StoreError>,
 ) -> Result<Opened, Failure> {
-    let name = format!("{server} at {}", url.shown());
+    let name = format!("{server} at {}, {place}", url.shown());
     let opened = open(url.raw()).await;
     let scrub: Box<dyn Fn(&str) -> String> = Box::new(move |text| url.scrub(text));
     match opened {

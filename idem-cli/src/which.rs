@@ -1,6 +1,10 @@
 //! Which record `inspect` and `forget` name: scope and key hashed as the
-//! library hashes them, or the hashed key (or a unique prefix of it) as
-//! `idem list` prints it.
+//! library hashes them, an HTTP request's method, route, key and
+//! credentials as the HTTP layer keys them, or the hashed key (or a unique
+//! prefix of it) as `idem list` prints it.
+
+#[cfg(feature = "http")]
+mod http;
 
 use idem::admin::ListFilter;
 use idem::key::RecordKey;
@@ -14,18 +18,28 @@ const MIN_PREFIX: usize = 4;
 
 /// What the arguments name, read before the store is opened.
 pub(crate) enum Wanted {
-    /// By scope and key: the scope's parts, for messages.
-    Scoped(RecordKey, Vec<String>),
+    /// By scope and key, or by an HTTP request: how it was named, for
+    /// messages.
+    Named(RecordKey, Naming),
     /// All 64 hex digits.
     Record(RecordKey),
     /// A prefix, lowercased: looked up in the store.
     Prefix(String),
 }
 
+/// How a record was named, when not by its hashed key.
+pub(crate) enum Naming {
+    /// A scope's parts.
+    Scope(Vec<String>),
+    /// An HTTP request, described.
+    #[cfg(feature = "http")]
+    Http(String),
+}
+
 /// The key found, and how it was named.
 pub(crate) struct Resolved {
     key: RecordKey,
-    scope: Option<Vec<String>>,
+    named: Option<Naming>,
 }
 
 impl Resolved {
@@ -36,8 +50,14 @@ impl Resolved {
     /// Exit 1's message; with a scope, how a tuple scope is given.
     pub(crate) fn not_found(&self, store: &str) -> String {
         let hex = self.key.to_hex();
-        match &self.scope {
-            Some(parts) => format!(
+        match &self.named {
+            #[cfg(feature = "http")]
+            Some(Naming::Http(request)) => format!(
+                "no record under {hex} in {store} for {request}; give the route as the router \
+                 matched it (`/orders/{{id}}`, not `/orders/7`) and the credential headers the \
+                 layer hashes (--header, --cookie), or --principal if the layer has its own"
+            ),
+            Some(Naming::Scope(parts)) => format!(
                 "no record under {hex} in {store} for the scope {parts:?}; a tuple scope such as \
                  (\"payments\", \"acme\") is given by repeating --scope \
                  (--scope payments --scope acme), each part hashed as a string"
@@ -67,7 +87,17 @@ pub(crate) fn parse(which: &Which) -> Result<Wanted, Failure> {
     if key.is_empty() {
         return Err(Failure::usage("--key must not be empty"));
     }
+    #[cfg(feature = "http")]
+    if let Some(request) = &which.http {
+        let (record, described) = http::record_key(request, key, which)?;
+        return Ok(Wanted::Named(record, Naming::Http(described)));
+    }
     let s = &which.scope;
+    if s.is_empty() {
+        return Err(Failure::usage(
+            "--key names a record with --scope or --http",
+        ));
+    }
     let record = match s.as_slice() {
         [a] => RecordKey::new(a, key),
         [a, b] => RecordKey::new(&(a, b), key),
@@ -79,20 +109,20 @@ pub(crate) fn parse(which: &Which) -> Result<Wanted, Failure> {
             ));
         }
     };
-    Ok(Wanted::Scoped(record, s.clone()))
+    Ok(Wanted::Named(record, Naming::Scope(s.clone())))
 }
 
 /// The one key `wanted` names; a prefix is looked up among all records
 /// (none: exit 1; several: exit 2, listing them).
 pub(crate) async fn resolve(wanted: Wanted, opened: &Opened) -> Result<Resolved, Failure> {
     let prefix = match wanted {
-        Wanted::Scoped(key, scope) => {
+        Wanted::Named(key, named) => {
             return Ok(Resolved {
                 key,
-                scope: Some(scope),
+                named: Some(named),
             });
         }
-        Wanted::Record(key) => return Ok(Resolved { key, scope: None }),
+        Wanted::Record(key) => return Ok(Resolved { key, named: None }),
         Wanted::Prefix(prefix) => prefix,
     };
     let all = opened
@@ -108,7 +138,7 @@ pub(crate) async fn resolve(wanted: Wanted, opened: &Opened) -> Result<Resolved,
     match matching.as_slice() {
         [key] => Ok(Resolved {
             key: *key,
-            scope: None,
+            named: None,
         }),
         [] => Err(Failure::not_found(format!(
             "no record in {} starts with {prefix}",

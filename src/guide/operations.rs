@@ -63,13 +63,15 @@
 //! The package `idem-cli` installs the `idem` binary: `cargo install
 //! idem-cli` (from a checkout, `cargo install --path idem-cli`, or `cargo
 //! run -p idem-cli --`). It has one feature per store (`redis`,
-//! `postgres`, `sqlite`, `mysql`, all by default), chosen at install time:
+//! `postgres`, `sqlite`, `mysql`, all by default) and `http` (for
+//! `--http`, on by default), chosen at install time:
 //! `cargo install idem-cli --no-default-features --features sqlite` builds
 //! the SQLite command alone, without a Redis, PostgreSQL or MySQL client.
 //!
 //! ```sh
 //! idem list --sqlite /var/lib/app/idem.db --in-progress --older-than 10m   # stuck claims
 //! idem --postgres postgres://app@db/app inspect --scope payments --key order-1
+//! idem --sqlite idem.db inspect --http 'POST /orders' --key ord-a1 --header 'authorization: Bearer …'
 //! idem --redis redis://cache:6379 forget --record 0eac0b3d              # a unique prefix of the hashed key, as listed
 //! IDEM_POSTGRES_URL="$URL" idem stats --schema billing --table idem_records --json
 //! idem --mysql mysql://app@db/app list --table checkout_idem                # MySQL or MariaDB
@@ -78,9 +80,9 @@
 //!
 //! | command | does |
 //! | --- | --- |
-//! | `inspect --scope S --key K` (or `--record HEX`) | state, age, expiry, fingerprint, size, and the stored value: a response the HTTP layer stored as status, headers and body; any other value as stored (below) |
+//! | `inspect --scope S --key K` (or `--http 'METHOD ROUTE' --key K`, or `--record HEX`) | the store it read (and its table or key prefix), state, age, expiry, fingerprint, size, and the stored value: a response the HTTP layer stored as status, headers and body; any other value with its kind, version and type (below) |
 //! | `list [--in-progress] [--older-than D] [--limit N]` | records, oldest first: hashed key, state, age, expiry, size, call site (the function's path, or `METHOD /route` for the HTTP layer) |
-//! | `forget --scope S --key K` (or `--record HEX`) | removes the record and its saved steps (on SQLite in one transaction) so the next call runs again |
+//! | `forget --scope S --key K` (or `--http …`, or `--record HEX`) | removes the record and its saved steps (on SQLite in one transaction) so the next call runs again |
 //! | `purge` | deletes expired records and the steps of expired calls, counted apart (`{"purged": records, "steps": steps}`; Redis expires its own: 0); a lapsed claim stays a day (`idem::store::LAPSED_CLAIM_KEPT`), the evidence a takeover needs |
 //! | `stats` | counts by state (in progress, completed, expired, lapsed, tombstones) and stored bytes |
 //!
@@ -106,6 +108,22 @@
 //! `("payments", "acme")`; a record not found by scope says so). Non-string
 //! parts (integers, UUIDs) cannot be typed: find the record with `list` and
 //! use `--record`.
+//!
+//! A record of the HTTP layer is found from what its client knows:
+//! `--http 'POST /orders/{id}'` (the method and the route as the router
+//! matched it, not the path), `--key` (the `Idempotency-Key`'s text,
+//! without its quotes) and the credentials the request carried, which the
+//! layer hashes into its scope: `--header 'authorization: Bearer …'` for
+//! each header its `principal_headers` names (by default `Authorization`
+//! alone) in that order, `--cookie NAME=VALUE` for each of its
+//! `principal_cookies`, or `--principal TEXT` for what the layer's own
+//! `principal` function returned; none of them for an anonymous request.
+//! The key is derived by the layer's own code
+//! ([`idem::http::record_key`](crate::http::record_key),
+//! [`idem::http::credential_principal`](crate::http::credential_principal)).
+//! The human output of every command names the store it read and its
+//! table (PostgreSQL, MySQL) or key prefix (Redis): `--table` and
+//! `--prefix` have defaults, and a wrong one shows.
 //!
 //! Values show as the record holds them, never as a "changed shape": `--json`
 //! gives the record's own JSON (`value.json`), with the escapes of what JSON

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::{mysql_server, pg_server, redis_server};
 
 /// Runs `idem` with `args`; its exit code, stdout and stderr.
-fn run(args: &[&str]) -> (i32, String, String) {
+pub(crate) fn run(args: &[&str]) -> (i32, String, String) {
     let Output {
         status,
         stdout,
@@ -343,6 +343,7 @@ async fn sqlite() {
     let path_arg = path.to_str().unwrap();
     let target = ["--sqlite", path_arg];
     lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
+    crate::http_records::found_from_what_the_client_knows(&target, &idem).await;
 
     let db = sqlx::SqlitePool::connect(&format!("sqlite://{path_arg}"))
         .await
@@ -484,6 +485,7 @@ async fn a_sql_store(
 ) {
     let idem = Idempotency::new(store.clone());
     lists_inspects_counts_and_forgets(target, &idem, "shop").await;
+    crate::http_records::found_from_what_the_client_knows(target, &idem).await;
     let statements = statements.each_ref().map(String::as_str);
     stuck_then_expired(target, &store, statements, run).await;
     a_lapsed_claim_shows_as_lapsed(target, &store).await;
@@ -565,6 +567,7 @@ async fn redis() {
     let idem = Idempotency::new(store.clone());
     let target = ["--redis", &url, "--prefix", &prefix];
     lists_inspects_counts_and_forgets(&target, &idem, "shop").await;
+    crate::http_records::found_from_what_the_client_knows(&target, &idem).await;
 
     // A claim keeps its time and site: a stuck one is found by age. Its
     // time is set two hours back, as a claim made then would carry it.

@@ -646,9 +646,15 @@ async fn purge_counts_steps_apart_from_records() {
     assert_eq!(purged, json!({ "purged": 1, "steps": 2, "tombstones": 0 }));
     let (code, text, _) = run(&["purge", "--postgres", &url, "--schema", &schema]);
     assert_eq!(code, 0);
+    // It says which store and table it purged.
+    let (done, place) = text.split_once(" in PostgreSQL at ").unwrap();
     assert_eq!(
-        text,
-        "purged 0 expired record(s) and 0 step(s) of expired calls\n"
+        done,
+        "purged 0 expired record(s) and 0 step(s) of expired calls"
+    );
+    assert!(
+        place.ends_with(&format!(", table {schema}.idem_records\n")),
+        "{text}"
     );
 }
 

@@ -16,3 +16,4 @@ mod redis_server;
 
 mod commands;
 mod hardening;
+mod http_records;
