@@ -25,3 +25,12 @@ pub(super) fn lost_connection(err: &sqlx::Error) -> bool {
         _ => false,
     }
 }
+
+/// Whether `err` says MySQL rolled the statement back: 1213 deadlock
+/// (its transaction rolled back), 1205 lock wait timeout (the statement;
+/// the connection, closed after any failure, takes the rest with it).
+pub(super) fn rolled_back(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|db| db.try_downcast_ref::<MySqlDatabaseError>())
+        .is_some_and(|db| matches!(db.number(), 1213 | 1205))
+}

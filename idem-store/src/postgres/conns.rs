@@ -19,3 +19,11 @@ pub(super) fn lost_connection(err: &sqlx::Error) -> bool {
         _ => false,
     }
 }
+
+/// Whether `err` says PostgreSQL rolled the statement back: 40001
+/// serialization failure, 40P01 deadlock detected.
+pub(super) fn rolled_back(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| matches!(&*code, "40001" | "40P01"))
+}

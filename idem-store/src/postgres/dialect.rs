@@ -31,6 +31,10 @@ impl Dialect for Sql {
         conns::lost_connection(err)
     }
 
+    fn rolled_back(err: &sqlx::Error) -> bool {
+        conns::rolled_back(err)
+    }
+
     /// A failed statement as a store error; a missing table or claim
     /// function (SQLSTATE 42P01, 42883, 3F000) says to run the migration.
     fn store_error(&self, err: sqlx::Error) -> StoreError {

@@ -37,6 +37,11 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     /// connection may succeed.
     fn lost_connection(err: &sqlx::Error) -> bool;
 
+    /// Whether `err` says the server rolled the statement back (a
+    /// deadlock, a serialization failure): it took no effect, and may be
+    /// sent again.
+    fn rolled_back(err: &sqlx::Error) -> bool;
+
     /// A failed statement of a step as a store error.
     fn store_error(&self, err: sqlx::Error) -> StoreError;
 

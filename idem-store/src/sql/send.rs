@@ -57,7 +57,13 @@ pub(crate) struct Server {
     pub response_timeout: Duration,
     /// Whether a failure says the connection itself is gone.
     pub lost_connection: fn(&sqlx::Error) -> bool,
+    /// Whether a failure says the server rolled the statement back (a
+    /// deadlock, a serialization failure), so that it took no effect.
+    pub rolled_back: fn(&sqlx::Error) -> bool,
 }
+
+/// How many times a statement the server rolled back is sent again.
+pub(crate) const ROLLED_BACK_RESENDS: u32 = 3;
 
 impl Server {
     /// `statement`, failed with a `StoreError` if the server does not
@@ -85,14 +91,45 @@ where
     C::Database: Database<Connection = C>,
 {
     /// Sends one statement. `build(again)` makes it; `again` is true when
-    /// it is sent a second time after a lost connection. `err` words a
-    /// failed statement.
+    /// it is sent a second time after a lost connection or a rollback.
+    /// `err` words a failed statement.
+    ///
+    /// A statement the server rolled back (a deadlock, a serialization
+    /// failure: a purge's batch meeting a completion) took no effect, and
+    /// is sent again after a short pause, up to [`ROLLED_BACK_RESENDS`]
+    /// times: a completion whose body ran must not fail for it.
     pub(crate) async fn send<Q, T: Answer<C, Q>>(
         &self,
         server: &Server,
         build: impl Fn(bool) -> Q,
         err: impl Fn(sqlx::Error) -> StoreError,
     ) -> Result<T, StoreError> {
+        let mut again = false;
+        let mut rollbacks = 0;
+        loop {
+            match self.send_once(server, &build, again).await? {
+                Ok(out) => return Ok(out),
+                Err(first) if (server.rolled_back)(&first) && rollbacks < ROLLED_BACK_RESENDS => {
+                    rollbacks += 1;
+                    tracing::debug!(error = %first, "idem: {} rolled a statement back; sending it again", server.names.1);
+                    // Apart in time from the statement it met, a little more each time.
+                    tokio::time::sleep(Duration::from_millis(5 << rollbacks)).await;
+                    again = true;
+                }
+                Err(failed) => return Err(err(failed)),
+            }
+        }
+    }
+
+    /// Sends one statement, and once more on a new connection after a
+    /// lost one; the outer error is the store's (no connection, no answer
+    /// in time), the inner the statement's.
+    async fn send_once<Q, T: Answer<C, Q>>(
+        &self,
+        server: &Server,
+        build: &impl Fn(bool) -> Q,
+        again: bool,
+    ) -> Result<Result<T, sqlx::Error>, StoreError> {
         let conns = match self {
             // Boxed: a pool's acquire is a large future (most of a step's),
             // which inline would be copied with every step's future on the
@@ -100,18 +137,18 @@ where
             Source::Pool(pool) => {
                 let sent = Box::pin(async {
                     let mut conn = pool.acquire().await?;
-                    T::read(build(false), &mut conn).await
+                    T::read(build(again), &mut conn).await
                 });
-                return server.timed(sent).await?.map_err(err);
+                return server.timed(sent).await;
             }
             Source::Own(conns) => conns,
         };
         let mut leased = conns.acquire().await?;
         // A timeout drops `leased`, closing a connection in an unknown state.
-        match server.timed(T::read(build(false), leased.conn())).await? {
+        match server.timed(T::read(build(again), leased.conn())).await? {
             Ok(out) => {
                 leased.keep();
-                Ok(out)
+                Ok(Ok(out))
             }
             // The connection died (an idle one found dead, a session
             // killed, a server restarted): the steps are safe to repeat,
@@ -123,11 +160,10 @@ where
                 tracing::debug!(error = %first, "idem: a {} connection was lost; sending again on a new one", server.names.1);
                 Box::pin(async {
                     let mut leased = conns.acquire().await?;
-                    let out = server
-                        .timed(T::read(build(true), leased.conn()))
-                        .await?
-                        .map_err(err)?;
-                    leased.keep();
+                    let out = server.timed(T::read(build(true), leased.conn())).await?;
+                    if out.is_ok() {
+                        leased.keep();
+                    }
                     Ok(out)
                 })
                 .await
@@ -135,7 +171,7 @@ where
             // The statement failed on a live connection: close it all the
             // same, its state (an aborted transaction, an open one inside
             // a procedure?) is not worth reasoning about.
-            Err(other) => Err(err(other)),
+            Err(other) => Ok(Err(other)),
         }
     }
 

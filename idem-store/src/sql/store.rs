@@ -37,11 +37,12 @@ where
             names: S::NAMES,
             response_timeout: self.response_timeout,
             lost_connection: S::lost_connection,
+            rolled_back: S::rolled_back,
         }
     }
 
     /// Sends one statement. `build(again)` makes it; `again` is true when
-    /// it is sent a second time after a lost connection.
+    /// it is sent a second time after a lost connection or a rollback.
     pub(crate) async fn send<'q, T: Answer<S::Conn, Query<'q, S>>>(
         &self,
         build: impl Fn(bool) -> Query<'q, S>,

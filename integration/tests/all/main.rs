@@ -82,6 +82,8 @@ mod redis_fault;
 #[cfg(feature = "redis")]
 mod redis_production;
 mod renewal_runtimes;
+#[cfg(all(feature = "postgres", feature = "mysql"))]
+mod rolled_back;
 #[cfg(all(feature = "redis", feature = "postgres", feature = "mysql"))]
 mod round_trips;
 #[cfg(feature = "sqlite")]
