@@ -25,7 +25,7 @@ use crate::tee::{Captured, Tail, tee};
 use crate::{IDEMPOTENT_STORED, IdempotencyKey, Problem, idempotency_key};
 use idem_core::Failed;
 use idem_core::fingerprint::Fingerprint;
-use idem_core::{Error, Reported};
+use idem_core::{Error, Mismatch, Reported};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -54,7 +54,11 @@ enum Rest {
 
 /// A request ready to be claimed: its key, scope and fingerprint read.
 struct Prepared {
-    key: IdempotencyKey,
+    /// The `Idempotency-Key`, or a state update's resource (its path).
+    key: String,
+    /// A state update ([`IdempotencyLayer::state_updates`](crate::IdempotencyLayer::state_updates)):
+    /// another body reruns and replaces the record.
+    rerun: bool,
     scope: HttpScope,
     fingerprint: Fingerprint,
     accept_encoding: Option<HeaderValue>,
@@ -89,15 +93,17 @@ async fn prepare(
     config: &Config,
     request: Request<Body>,
 ) -> Result<Result<Prepared, Request<Body>>, Response<Body>> {
+    let rerun = config.state_updates.contains(request.method());
     let key = match IdempotencyKey::from_headers(request.headers()) {
-        Ok(Some(key)) => key,
+        _ if rerun => None,
+        Ok(Some(key)) => Some(key),
         Ok(None) if !config.key_required => return Ok(Err(request)),
         Ok(None) => return Err(idempotency_key::missing().into_response()),
         Err(problem) => return Err(problem.into_response()),
     };
     let (parts, body) = request.into_parts();
     let principal = config.principal.of(&parts);
-    if let Some(issuer) = &config.tokens {
+    if let (Some(issuer), Some(key)) = (&config.tokens, &key) {
         let caller = principal.as_deref().unwrap_or_default().as_bytes();
         issuer
             .verify(key.as_str(), caller)
@@ -117,8 +123,13 @@ async fn prepare(
     };
     let fingerprint = fingerprint(config.canonical_json, &parts, &body)
         .map_err(|err| Error::Codec(err.into()).into_response())?;
+    let key = match key {
+        Some(key) => key.as_str().to_owned(),
+        None => crate::state_updates::resource(&parts),
+    };
     Ok(Ok(Prepared {
         key,
+        rerun,
         scope,
         fingerprint,
         accept_encoding: parts.headers.get(header::ACCEPT_ENCODING).cloned(),
@@ -136,6 +147,7 @@ where
 {
     let Prepared {
         key,
+        rerun,
         scope,
         fingerprint,
         accept_encoding,
@@ -147,6 +159,9 @@ where
         .call(&scope, key.as_str())
         .ttl(config.ttl)
         .site(crate::sites::site(&route));
+    if rerun {
+        call = call.mismatch(Mismatch::Rerun);
+    }
     if let Some(lease) = config.lease {
         call = call.lease(lease);
     }
