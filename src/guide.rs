@@ -17,6 +17,7 @@
 //! | [`client`] | the reqwest middleware that keeps one key across retries (feature `client`) |
 //! | [`queues`] | queue consumers: keys, dispositions, heartbeats, crashes (feature `postgres` for its example) |
 //! | [`steps`] | recovery points inside a body of several effects |
+//! | [`state_updates`] | `mismatch = "rerun"`: a key that names a resource, side effects once per real change (a PUT without a key) |
 //! | [`unknown_outcomes`] | a holder that vanished mid-effect: what `child_key`, steps, the transactional mode and `reconcile` each guarantee |
 //! | [`operations`] | metrics, spans, forgetting records, the `idem` command |
 //! | [`testing`] | proving your own functions: crash points, a faulty store, pinned keys, the list of sites (feature `testing`) |
@@ -45,6 +46,7 @@ pub mod redis;
 #[cfg_attr(docsrs, doc(cfg(all(feature = "sqlite", feature = "postgres"))))]
 #[doc(inline)]
 pub use idem_store::guide::sql;
+pub mod state_updates;
 pub mod steps;
 pub mod stores;
 pub mod testing;

@@ -80,9 +80,10 @@
 
 pub use idem_core::{
     Body, Call, CallSite, CodecError, DEFAULT_LEASE, DEFAULT_MAX_RECORD_BYTES, DEFAULT_TTL, Error,
-    ErrorPolicy, Failed, Idempotency, IdempotencyBuilder, KeyPart, MAX_DURATION, NoReconcile, Ran,
-    Reconcile, ReleaseErrors, ReplayErrors, Reported, Store, StoreError, StoreErrorKind, call_site,
-    child_key, install, installed, replay_errors, replay_errors_if, step,
+    ErrorPolicy, Failed, Idempotency, IdempotencyBuilder, KeyPart, MAX_DURATION, Mismatch,
+    NoReconcile, Ran, Reconcile, ReleaseErrors, ReplayErrors, Reported, Store, StoreError,
+    StoreErrorKind, call_site, child_key, install, installed, replay_errors, replay_errors_if,
+    step,
 };
 pub use idem_macros::idempotent;
 

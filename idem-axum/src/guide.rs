@@ -148,6 +148,18 @@
 //! (`.wait(…)`) on another instance sharing the store see a failed first
 //! request's key released and may run it.
 //!
+//! # State updates without a key
+//!
+//! [`state_updates`](crate::IdempotencyLayer::state_updates) marks methods
+//! (PUT, DELETE) whose requests are keyed by method, route, path and
+//! principal, with `mismatch = "rerun"` and no header: `PUT
+//! /orders/7/status` twice with one body runs the handler once (one
+//! `update_time`, one message, one cache invalidation) and replays its
+//! response; another body runs and its response becomes the record; two
+//! updates of one order never run at once (the second waits up to
+//! `wait`, then 409). The order-status example in full:
+//! `idem::guide::state_updates`.
+//!
 //! # The extractor
 //!
 //! A handler that calls `#[idempotent]` service functions itself takes the

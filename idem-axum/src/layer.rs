@@ -117,6 +117,8 @@ pub struct IdempotencyLayer {
 pub(crate) struct Config {
     pub(crate) idem: Idempotency,
     pub(crate) methods: Vec<Method>,
+    /// Methods keyed by the resource, with `Mismatch::Rerun`.
+    pub(crate) state_updates: Vec<Method>,
     pub(crate) key_required: bool,
     pub(crate) ttl: Duration,
     /// `None`: no tombstone.
@@ -155,6 +157,7 @@ impl IdempotencyLayer {
             config: Arc::new(Config {
                 idem,
                 methods: vec![Method::POST, Method::PATCH],
+                state_updates: Vec::new(),
                 key_required: true,
                 ttl: DEFAULT_TTL,
                 tombstone: None,
@@ -404,6 +407,7 @@ impl fmt::Debug for IdempotencyLayer {
         let c = &self.config;
         f.debug_struct("IdempotencyLayer")
             .field("methods", &c.methods)
+            .field("state_updates", &c.state_updates)
             .field("key_required", &c.key_required)
             .field("ttl", &c.ttl)
             .field("tombstone", &c.tombstone)

@@ -185,6 +185,7 @@ mod run_times;
 mod scope;
 mod service;
 mod sites;
+mod state_updates;
 mod stored;
 mod tee;
 mod token;

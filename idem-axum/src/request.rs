@@ -25,7 +25,7 @@ use crate::tee::{Captured, Tail, tee};
 use crate::{IDEMPOTENT_STORED, IdempotencyKey, Problem, idempotency_key};
 use idem_core::Failed;
 use idem_core::fingerprint::Fingerprint;
-use idem_core::{Call, Error, Reported};
+use idem_core::{Call, Error, Mismatch, Reported};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -54,7 +54,11 @@ enum Rest {
 
 /// A request ready to be claimed: its key, scope and fingerprint read.
 struct Prepared {
-    key: IdempotencyKey,
+    /// The `Idempotency-Key`, or a state update's resource (its path).
+    key: String,
+    /// A state update ([`IdempotencyLayer::state_updates`](crate::IdempotencyLayer::state_updates)):
+    /// another body reruns and replaces the record.
+    rerun: bool,
     scope: HttpScope,
     fingerprint: Fingerprint,
     /// The body's bytes' fingerprint, when `fingerprint` is its JSON
@@ -92,15 +96,17 @@ async fn prepare(
     config: &Config,
     request: Request<Body>,
 ) -> Result<Result<Prepared, Request<Body>>, Response<Body>> {
+    let rerun = config.state_updates.contains(request.method());
     let key = match IdempotencyKey::from_headers(request.headers()) {
-        Ok(Some(key)) => key,
+        _ if rerun => None,
+        Ok(Some(key)) => Some(key),
         Ok(None) if !config.key_required => return Ok(Err(request)),
         Ok(None) => return Err(idempotency_key::missing().into_response()),
         Err(problem) => return Err(problem.into_response()),
     };
     let (parts, body) = request.into_parts();
     let principal = config.principal.of(&parts);
-    if let Some(issuer) = &config.tokens {
+    if let (Some(issuer), Some(key)) = (&config.tokens, &key) {
         let caller = principal.as_deref().unwrap_or_default().as_bytes();
         issuer
             .verify(key.as_str(), caller)
@@ -120,8 +126,13 @@ async fn prepare(
     };
     let (fingerprint, bytes_fingerprint) = fingerprint(config.json, &parts, &body)
         .map_err(|err| Error::Codec(err.into()).into_response())?;
+    let key = match key {
+        Some(key) => key.as_str().to_owned(),
+        None => crate::state_updates::resource(&parts),
+    };
     Ok(Ok(Prepared {
         key,
+        rerun,
         scope,
         fingerprint,
         bytes_fingerprint,
@@ -140,6 +151,7 @@ where
 {
     let Prepared {
         key,
+        rerun,
         scope,
         fingerprint,
         bytes_fingerprint,
@@ -147,7 +159,7 @@ where
         request,
     } = prepared;
     let route = scope.route_key();
-    let call = || new_call(config, &scope, &key, &route);
+    let call = || new_call(config, &scope, &key, rerun, &route);
     let mut wait = config.wait;
     let mut lead = None;
     if !wait.is_zero() {
@@ -226,12 +238,15 @@ where
 }
 
 /// The call for a request's key, before its wait and fingerprint.
-fn new_call(config: &Config, scope: &HttpScope, key: &IdempotencyKey, route: &str) -> Call {
+fn new_call(config: &Config, scope: &HttpScope, key: &str, rerun: bool, route: &str) -> Call {
     let mut call = config
         .idem
-        .call(scope, key.as_str())
+        .call(scope, key)
         .ttl(config.ttl)
         .site(crate::sites::site(route));
+    if rerun {
+        call = call.mismatch(Mismatch::Rerun);
+    }
     if let Some(lease) = config.lease {
         call = call.lease(lease);
     }

@@ -76,7 +76,8 @@ where
         // The ready service handles this request; the clone takes its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        if !self.config.methods.contains(request.method()) {
+        let method = request.method();
+        if !self.config.methods.contains(method) && !self.config.state_updates.contains(method) {
             return Box::pin(request::pass(inner, request));
         }
         // On a task of its own: hyper drops this future when the client

@@ -10,6 +10,7 @@ mod interactions;
 mod keys;
 mod leases;
 mod reconcile;
+mod rerun;
 mod serde_forms;
 mod steps;
 mod steps_nested;
@@ -40,6 +41,10 @@ pub use leases::{
 pub use reconcile::{
     a_normal_call_never_reconciles, a_reconcile_that_finds_nothing_runs_the_body,
     a_takeover_reconciles_once_and_skips_the_body, takeover_is_reported_only_for_a_lapsed_claim,
+};
+pub use rerun::{
+    a_rerun_claim_replaces_the_record_at_the_store,
+    a_rerun_replays_the_same_update_and_runs_another, concurrent_updates_run_one_at_a_time,
 };
 pub use serde_forms::{replays_every_serde_form, unencodable_value_settles_the_key};
 pub use steps::{

@@ -10,7 +10,9 @@
 //! the call is dropped, and expire by the store's clock; records expire
 //! with their TTL; steps are saved, fenced and replayed; `forget` removes
 //! a record; only a takeover of a vanished holder reconciles; a tombstone
-//! answers a late duplicate `Expired` until it passes.
+//! answers a late duplicate `Expired` until it passes; a state update
+//! (`mismatch = "rerun"`) replays its key's last payload, replaces the
+//! record for another in the claim's one step, and runs one at a time.
 //!
 //! # Running it against your store
 //!
@@ -67,11 +69,21 @@ pub use support::{Counter, SharedStore, new_claim, scope};
 /// `suite!(make)` runs every case; `suite!(make; case, case, …)` the named
 /// ones of [`cases`]; `suite!(make; without_takeover)` every case but the
 /// six that need a store to report `ClaimOutcome::Won::took_over` (for a
-/// store of your own that cannot tell a lapsed claim from a free key yet).
+/// store of your own that cannot tell a lapsed claim from a free key yet);
+/// `suite!(make; without_rerun)` every case but the three of state
+/// updates (`mismatch = "rerun"`, [`Claim::rerun`](idem::store::Claim::rerun)),
+/// for a store that does not replace records yet.
 /// See the [crate docs](crate) for an example.
 #[macro_export]
 macro_rules! suite {
     ($make:expr $(,)?) => {
+        $crate::suite!($make; without_rerun);
+        $crate::suite!($make;
+            a_rerun_replays_the_same_update_and_runs_another,
+            a_rerun_claim_replaces_the_record_at_the_store, concurrent_updates_run_one_at_a_time,
+        );
+    };
+    ($make:expr; without_rerun $(,)?) => {
         $crate::suite!($make; without_takeover);
         $crate::suite!($make;
             a_takeover_reconciles_once_and_skips_the_body,

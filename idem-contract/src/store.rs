@@ -129,6 +129,19 @@ pub struct Claim {
     /// (Redis: one more command per claim) reads it only then. Set with
     /// [`with_expiry`](Claim::with_expiry).
     pub expiry: bool,
+    /// Whether the call reruns on another payload (`mismatch = "rerun"`,
+    /// a key that names a resource): a completed record whose fingerprint
+    /// differs from the claim's is replaced by the claim (won, in the same
+    /// atomic step that read it, with the steps of the replaced call
+    /// dropped), where otherwise the store answers it
+    /// [`ClaimOutcome::Completed`] and the caller refuses it as a
+    /// mismatch. A tombstone of another payload is replaced the same way.
+    /// A record of the same fingerprint is answered as ever (a replay),
+    /// and a held or lapsed claim of another payload too: the claim is
+    /// the lock, so calls for one key run one at a time. A store that
+    /// ignores the flag fails closed: the caller refuses the record it
+    /// answers. Set with [`with_rerun`](Claim::with_rerun).
+    pub rerun: bool,
 }
 
 impl Claim {
@@ -147,6 +160,7 @@ impl Claim {
             site,
             tombstone: false,
             expiry: false,
+            rerun: false,
         }
     }
 
@@ -179,6 +193,22 @@ impl Claim {
     /// ```
     pub const fn with_expiry(mut self) -> Self {
         self.expiry = true;
+        self
+    }
+
+    /// The same claim, made by a call that reruns on another payload
+    /// (`mismatch = "rerun"`): it replaces a completed record (or a
+    /// tombstone) of another fingerprint instead of being answered it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use idem_contract::store::{Claim, Token};
+    /// let claim = Claim::new(Token::random(), idem_contract::fingerprint::Fingerprint::NONE,
+    ///                        Duration::from_secs(30), "app::set_status").with_rerun();
+    /// assert!(claim.rerun);
+    /// ```
+    pub const fn with_rerun(mut self) -> Self {
+        self.rerun = true;
         self
     }
 }

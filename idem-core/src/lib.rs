@@ -108,8 +108,8 @@ pub mod admin {
 }
 
 pub use call::{
-    Body, Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, MAX_DURATION, NoReconcile, Ran, Reconcile,
-    Reported,
+    Body, Call, DEFAULT_LEASE, DEFAULT_TTL, Failed, MAX_DURATION, Mismatch, NoReconcile, Ran,
+    Reconcile, Reported,
 };
 pub use context::child_key;
 pub use error::{CodecError, Error};

@@ -40,7 +40,7 @@ pub use crate::key::DerivedKey;
 pub use crate::observe::SiteLabels;
 use crate::place::Place;
 use crate::{Call, CodecError, ErrorPolicy, Reconcile};
-pub use crate::{Error, Idempotency, installed, replay_errors};
+pub use crate::{Error, Idempotency, Mismatch, installed, replay_errors};
 
 // The attribute's registration in `testing::sites`: a static `Site` with
 // the feature, nothing without it. The macro crate cannot see this crate's

@@ -24,6 +24,9 @@ pub(crate) struct Args {
     pub fingerprint: Option<Fingerprint>,
     pub skip: Vec<Ident>,
     pub errors: Option<Errors>,
+    /// `mismatch = "refuse" | "rerun"`: what another payload under a
+    /// completed key gets.
+    pub mismatch: Option<Mismatch>,
     /// The span of the `detach` flag, when given.
     pub detach: Option<Span>,
     /// `version = …`: the version of the fn's stored values.
@@ -45,6 +48,12 @@ pub(crate) enum Fingerprint {
     Expr(Expr),
 }
 
+/// `mismatch = …`, with the span of its literal.
+pub(crate) enum Mismatch {
+    Refuse,
+    Rerun(Span),
+}
+
 pub(crate) enum Errors {
     Release,
     Replay(Span),
@@ -62,6 +71,7 @@ const OPTIONS: &[&str] = &[
     "fingerprint",
     "skip",
     "errors",
+    "mismatch",
     "detach",
     "version",
     "reconcile",
@@ -164,6 +174,7 @@ impl Args {
                 })
             }
             "errors" => self.errors = Some(errors_option(value)?),
+            "mismatch" => self.mismatch = Some(mismatch_option(value)?),
             "reconcile" => match value {
                 Expr::Path(path) => self.reconcile = Some(path.path),
                 other => {
@@ -260,6 +271,26 @@ fn errors_option(value: Expr) -> syn::Result<Errors> {
         other => Err(syn::Error::new_spanned(
             other,
             "`errors` takes \"release\", \"replay\", or the path of a `fn(&E) -> bool` that says which errors to store",
+        )),
+    }
+}
+
+fn mismatch_option(value: Expr) -> syn::Result<Mismatch> {
+    const CHOICES: &str = "\"refuse\" (another payload under a used key is `FingerprintMismatch`; the default) or \"rerun\" (the key names a resource: another payload runs and its record replaces the old one)";
+    match value {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => match lit.value().as_str() {
+            "refuse" => Ok(Mismatch::Refuse),
+            "rerun" => Ok(Mismatch::Rerun(lit.span())),
+            other => Err(syn::Error::new(
+                lit.span(),
+                format!("unknown mismatch policy \"{other}\"; use {CHOICES}"),
+            )),
+        },
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!("`mismatch` takes {CHOICES}"),
         )),
     }
 }

@@ -7,7 +7,7 @@ use proc_macro2::{Delimiter, Group, TokenStream};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use crate::args::{Args, Duration, Errors, Fingerprint};
+use crate::args::{Args, Duration, Errors, Fingerprint, Mismatch};
 use crate::diagnostics::Diagnostics;
 use crate::digest;
 use crate::model::Model;
@@ -155,6 +155,12 @@ fn gen_call(model: &Model<'_>, errors: TokenStream) -> TokenStream {
         .as_ref()
         .map(|_| quote!(.reconcile(#private::ReconcileInBody)));
     let detach = args.detach.as_ref().map(|_| quote!(.detach()));
+    let mismatch = match &args.mismatch {
+        Some(Mismatch::Rerun(span)) => {
+            quote_spanned!(*span=> .mismatch(#private::Mismatch::Rerun))
+        }
+        Some(Mismatch::Refuse) | None => quote!(),
+    };
     quote! {
         #private::Idempotency::call(#store, &#scope, &#key)
             .site(#private::call_site!(#fn_path))
@@ -162,6 +168,7 @@ fn gen_call(model: &Model<'_>, errors: TokenStream) -> TokenStream {
             #(#durations)*
             #version
             #errors
+            #mismatch
             #reconcile
             #detach
     }

@@ -180,6 +180,16 @@ impl MemoryStore {
     }
 }
 
+/// Whether a claim that reruns on another payload replaces `entry`: a
+/// completed record, or a tombstone, of another fingerprint.
+fn replaced(entry: &Entry, claim: &Claim, now: Instant) -> bool {
+    let completed = match entry.state {
+        State::InProgress(_) => false,
+        State::Completed(_) | State::Tombstone => entry.kept > now,
+    };
+    claim.rerun && completed && !claim.fingerprint.matches(&entry.fingerprint)
+}
+
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     // A panic while holding a shard cannot leave an entry half-written:
     // every mutation is a single insert or remove.
@@ -275,6 +285,12 @@ impl Store for MemoryStore {
     async fn claim(&self, key: &RecordKey, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
         let (mut shard, now) = self.locked(key);
         let took_over = match shard.entries.get_mut(key) {
+            // `mismatch = "rerun"`: another payload replaces a completed
+            // record or its tombstone, and the replaced call's steps go.
+            Some(entry) if replaced(entry, claim, now) => {
+                shard.steps.forget(key);
+                false
+            }
             Some(entry) if entry.until > now => {
                 return Ok(match &entry.state {
                     State::Completed(record) => ClaimOutcome::completed(

@@ -20,6 +20,7 @@ mod conn;
 mod eviction;
 mod native;
 mod replicas;
+mod rerun;
 mod scripts;
 mod sentinel;
 mod slot;

@@ -35,7 +35,8 @@ mod statements;
 mod steps;
 
 use statements::{
-    COMPACT, COMPLETE, FORGET, FORGET_STEPS, INSERT, LIVE, MIGRATE, PURGE, RELEASE, RENEW, SELECT,
+    COMPACT, COMPLETE, FORGET, FORGET_STEPS, INSERT, LIVE, MIGRATE, PURGE, RELEASE, RENEW, REPLACE,
+    SELECT,
 };
 
 /// Connections to the file the store keeps at most.

@@ -229,10 +229,13 @@ impl<P, R, W> Call<P, R, W> {
             self.effective_lease(),
             self.site.name(),
         );
-        if self.tombstone.is_some() {
-            claim.with_tombstone()
-        } else {
-            claim
+        let claim = match self.reruns {
+            true => claim.with_rerun(),
+            false => claim,
+        };
+        match self.tombstone {
+            Some(_) => claim.with_tombstone(),
+            None => claim,
         }
     }
 

@@ -115,8 +115,12 @@ impl<P> Call<P> {
         waited: Duration,
         span: &tracing::Span,
     ) -> Result<(), Ran<T, E>> {
-        if !self.fingerprint.matches(fingerprint) {
-            let err = Failed::Idem(self.mismatch());
+        // A held claim of another payload is a mismatch, unless the call
+        // reruns and the claim is live: then it waits its turn (the claim
+        // is the lock). A lapsed one (no time left) is refused either way.
+        let turn = self.reruns && !retry_after.is_zero();
+        if !turn && !self.fingerprint.matches(fingerprint) {
+            let err = Failed::Idem(self.mismatched());
             return Err(self.ended(span, Observed::Mismatch, Err(err)));
         }
         if waited < self.wait {
@@ -194,7 +198,7 @@ impl<P> Call<P> {
         )
     }
 
-    pub(super) fn mismatch(&self) -> Error {
+    pub(super) fn mismatched(&self) -> Error {
         tracing::debug!(scope = %self.scope, key = %self.key.short(), "idem: fingerprint mismatch");
         Error::FingerprintMismatch {
             scope: self.scope.to_string(),
@@ -211,7 +215,11 @@ impl<P> Call<P> {
         span: &tracing::Span,
     ) -> Ran<T, E> {
         if !self.fingerprint.matches(fingerprint) {
-            return self.ended(span, Observed::Mismatch, Err(Failed::Idem(self.mismatch())));
+            return self.ended(
+                span,
+                Observed::Mismatch,
+                Err(Failed::Idem(self.mismatched())),
+            );
         }
         tracing::debug!(scope = %self.scope, key = %self.key.short(), ?expired_ago, "idem: expired; tombstone found");
         let err = Error::Expired {
@@ -235,7 +243,11 @@ impl<P> Call<P> {
         P: ErrorPolicy<E>,
     {
         if !self.fingerprint.matches(fingerprint) {
-            return self.ended(span, Observed::Mismatch, Err(Failed::Idem(self.mismatch())));
+            return self.ended(
+                span,
+                Observed::Mismatch,
+                Err(Failed::Idem(self.mismatched())),
+            );
         }
         tracing::debug!(scope = %self.scope, key = %self.key.short(), "idem: replayed");
         let result = match self.replay(record) {

@@ -9,6 +9,7 @@ mod body;
 mod builder;
 mod claim;
 mod guard;
+mod mismatch;
 mod outcome;
 pub(crate) mod place;
 mod reconcile;
@@ -32,6 +33,7 @@ use crate::{
 
 pub use body::Body;
 use guard::ClaimGuard;
+pub use mismatch::Mismatch;
 pub use outcome::{Failed, Reported};
 use place::Attached;
 pub use reconcile::{NoReconcile, Reconcile, Takeover};
@@ -116,6 +118,8 @@ pub struct Call<P = ReleaseErrors, R = NoReconcile, W = Attached> {
     refused: Option<Box<Error>>,
     /// The bounded `site` label of this call's metrics.
     site: &'static CallSite,
+    /// `Mismatch::Rerun`: another payload replaces the completed record.
+    reruns: bool,
 }
 
 /// The call's key (short), scope and settings; not its store, policy or
@@ -132,6 +136,7 @@ impl<P, R, W: fmt::Debug> fmt::Debug for Call<P, R, W> {
             .field("version", &self.version)
             .field("place", &self.place)
             .field("site", &self.site)
+            .field("reruns", &self.reruns)
             .finish_non_exhaustive()
     }
 }
@@ -163,6 +168,7 @@ impl Call {
             place: Attached,
             refused,
             site: CallSite::UNNAMED,
+            reruns: false,
         }
     }
 }
@@ -200,6 +206,7 @@ impl<P, R, W> Call<P, R, W> {
             place,
             refused,
             site,
+            reruns,
         } = self;
         let (policy, reconcile, place) = parts(policy, reconcile, place);
         Call {
@@ -217,6 +224,7 @@ impl<P, R, W> Call<P, R, W> {
             place,
             refused,
             site,
+            reruns,
         }
     }
 
@@ -257,7 +265,10 @@ impl<P> Call<P> {
             {
                 return self.ended(&span, Observed::Invalid, Err(Failed::Idem(err)));
             }
-            let (store, cache, on_drop) = (target.store(), target.cache(), target.owned());
+            let (store, on_drop) = (target.store(), target.owned());
+            // A call that reruns skips the local cache: another host may
+            // have replaced the record it holds.
+            let cache = target.cache().filter(|_| !self.reruns);
             if let Some(hit) = cache.and_then(|cache| cache.get(&self.key)) {
                 return self.replayed(&hit.fingerprint, &hit.record, &span);
             }
@@ -279,7 +290,7 @@ impl<P> Call<P> {
                 return self.ended(
                     &span,
                     Observed::Mismatch,
-                    Err(Failed::Idem(self.mismatch())),
+                    Err(Failed::Idem(self.mismatched())),
                 );
             }
             if let Err(err) = self.hold_whole_lease(&mut guard, &claim, sent).await {

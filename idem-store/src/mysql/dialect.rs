@@ -65,6 +65,7 @@ impl Dialect for Sql {
             .bind(claim.lease_us)
             .bind(claim.site)
             .bind(own_tx)
+            .bind(claim.rerun)
     }
 
     fn completed_query<'q>(&'q self, key: &'q [u8]) -> MyQuery<'q> {

@@ -92,7 +92,7 @@ impl Sql {
             index: format!("`{table}_expires_at`"),
             steps_index: format!("`{table}_steps_exp`"),
             lock_name: format!("idem migrate {}.{table}", database.unwrap_or("")),
-            claim: format!("CALL {}(?, ?, ?, ?, ?, ?)", name("_claim")),
+            claim: format!("CALL {}(?, ?, ?, ?, ?, ?, ?)", name("_claim")),
             // Time left as the procedure reads it (see its migration).
             completed: format!(
                 "SELECT {COMPLETED}, fingerprint, record, \

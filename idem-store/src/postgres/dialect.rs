@@ -59,6 +59,7 @@ impl Dialect for Sql {
             .bind(&claim.fingerprint[..])
             .bind(claim.lease_us)
             .bind(claim.site)
+            .bind(claim.rerun)
     }
 
     fn completed_query<'q>(&'q self, key: &'q [u8]) -> PgQuery<'q> {

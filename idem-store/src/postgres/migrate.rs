@@ -16,10 +16,12 @@ use super::statements::Sql;
 /// The migrations, in order; a migration's number is its place here.
 /// 1: the records (with the call site, the claim's time and the
 /// tombstone's end), the claim function, and the steps; 2: a lapsed claim
-/// is taken over only by a call of its payload.
+/// is taken over only by a call of its payload; 3: a claim that reruns
+/// (`Claim::rerun`) replaces a completed record of another payload.
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_records.sql"),
     include_str!("migrations/0002_lapsed_claims.sql"),
+    include_str!("migrations/0003_rerun.sql"),
 ];
 
 /// This release's schema version.

@@ -92,14 +92,17 @@ impl Sql {
             // The time left is by `clock_timestamp()`, read after the
             // row: the row's writer may have begun its statement after
             // ours did, so `statement_timestamp()` could answer more than
-            // the writer's whole lease (issue 37).
+            // the writer's whole lease (issue 37). A claim that reruns
+            // (`$6`) passes a completed row of another payload on to the
+            // function, which replaces it.
             claim: format!(
                 "SELECT CASE WHEN r.record IS NULL THEN {IN_PROGRESS} ELSE {COMPLETED} END, {FOUND}, NULL::bytea[] \
-                 FROM {t} AS r WHERE {LIVE_ROW} AND (r.record IS NOT NULL OR r.token <> $2) \
+                 FROM {t} AS r WHERE {LIVE_ROW} \
+                 AND (r.record IS NULL AND r.token <> $2 OR r.record IS NOT NULL AND NOT ($6 AND r.fingerprint <> $3)) \
                  UNION ALL \
                  SELECT o_outcome, o_fingerprint, o_record, o_remaining_us, \
                  CASE WHEN o_outcome IN ({WON}, {TOOK_OVER}) THEN \"{schema}\".\"{table}_steps_of\"($1) END \
-                 FROM \"{schema}\".\"{table}_claim\"($1, $2, $3, $4, $5) \
+                 FROM \"{schema}\".\"{table}_claim\"($1, $2, $3, $4, $5, $6) \
                  LIMIT 1"
             ),
             completed: format!(

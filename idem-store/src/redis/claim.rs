@@ -78,9 +78,14 @@ impl RedisStore {
                 self.send_claim(key, claim, now).await?
             }
         };
-        let outcome = match claimed(pttl, held)? {
-            Claimed::Outcome(outcome) => outcome,
-            Claimed::Replace(held) => {
+        let outcome = match claimed_or_replaced(pttl, held, claim)? {
+            Err(held) => {
+                let (now, _) = *clocks.get_or_insert_with(read_clocks);
+                let value = claim_value(claim, now)?;
+                Box::pin(self.replace(key, held, &value, claim)).await?
+            }
+            Ok(Claimed::Outcome(outcome)) => outcome,
+            Ok(Claimed::Replace(held)) => {
                 let (now, _) = *clocks.get_or_insert_with(read_clocks);
                 let value = claim_value(claim, now)?;
                 let (record, steps) = (self.redis_key(key), self.steps_key(key));
@@ -295,6 +300,18 @@ fn set_nx_get<const N: usize>(
 fn key_arg<const N: usize>(cmd: &mut redis::Cmd, parts: [&[u8]; N]) -> std::io::Result<()> {
     let mut key = cmd.writer_for_next_arg();
     parts.iter().try_for_each(|part| key.write_all(part))
+}
+
+/// The claim's answer to `held`, or `Err(held)` to replace (`rerun.rs`).
+fn claimed_or_replaced(
+    pttl: Option<i64>,
+    held: Option<Vec<u8>>,
+    claim: &Claim,
+) -> Result<Result<Claimed, Vec<u8>>, StoreError> {
+    match held {
+        Some(held) if super::rerun::replaces(&held, claim)? => Ok(Err(held)),
+        held => claimed(pttl, held).map(Ok),
+    }
 }
 
 /// A claim's value at `now`, written apart (for a takeover's script, and

@@ -98,6 +98,8 @@ pub(super) struct Scripts {
     pub(super) lapse: Script,
     pub(super) save_step: Script,
     pub(super) take_over: Script,
+    /// A state update's replacement (`rerun.rs`).
+    pub(super) replace: Script,
 }
 
 impl Scripts {
@@ -109,6 +111,7 @@ impl Scripts {
             lapse: Script::new(LAPSE),
             save_step: Script::new(SAVE_STEP),
             take_over: Script::new(TAKE_OVER),
+            replace: Script::new(super::rerun::REPLACE),
         }
     }
 }

@@ -141,6 +141,8 @@ pub(crate) struct ClaimBytes {
     pub fingerprint: [u8; 32],
     pub lease_us: i64,
     pub site: &'static str,
+    /// `Claim::rerun`: replace a completed record of another payload.
+    pub rerun: bool,
 }
 
 impl From<&Claim> for ClaimBytes {
@@ -150,6 +152,7 @@ impl From<&Claim> for ClaimBytes {
             fingerprint: *claim.fingerprint.as_bytes(),
             lease_us: micros(claim.lease),
             site: claim.site,
+            rerun: claim.rerun,
         }
     }
 }

@@ -75,6 +75,10 @@ where
         if self.completed.names(key) {
             let found: S::Found = self.send(|_| sql.completed_query(key.as_bytes())).await?;
             match S::completed_outcome(&found)? {
+                // A state update of another payload replaces the record:
+                // the claim does that.
+                Some(ClaimOutcome::Completed { fingerprint, .. })
+                    if claim.rerun && !claim.fingerprint.matches(&fingerprint) => {}
                 Some(outcome) => return Ok(outcome),
                 None => self.completed.lost(key),
             }

@@ -10,7 +10,10 @@ use idem_contract::key::RecordKey;
 use idem_contract::store::{Claim, ClaimOutcome};
 use sqlx::Row;
 
-use super::{BACKEND, INSERT, SELECT, SqliteStore, err, fingerprint, millis, remaining, steps};
+use super::{
+    BACKEND, FORGET_STEPS, INSERT, REPLACE, SELECT, SqliteStore, err, fingerprint, millis,
+    remaining, steps,
+};
 
 impl SqliteStore {
     /// `Store::claim`.
@@ -37,6 +40,15 @@ impl SqliteStore {
                 let left: i64 = row.try_get(3).map_err(err)?;
                 let record: Option<Vec<u8>> = row.try_get(2).map_err(err)?;
                 let tombstone_left: i64 = row.try_get(4).map_err(err)?;
+                if claim.rerun && record.is_some() {
+                    let fp = fingerprint(row.try_get(1).map_err(err)?)?;
+                    if !claim.fingerprint.matches(&fp) {
+                        match self.replace(key, claim).await? {
+                            true => return Ok(ClaimOutcome::won(false, Vec::new())),
+                            false => continue,
+                        }
+                    }
+                }
                 if left <= 0 && tombstone_left > 0 && record.is_some() {
                     let fp = fingerprint(row.try_get(1).map_err(err)?)?;
                     return Ok(ClaimOutcome::expired(fp, remaining(-left)));
@@ -85,5 +97,31 @@ impl SqliteStore {
             BACKEND,
             "the claim did not settle: the key changed hands 16 times in a row",
         ))
+    }
+
+    /// Replaces the completed record (or tombstone) of another payload
+    /// under `key` with `claim`, and drops the replaced call's steps, in
+    /// one transaction; `false` when the row changed meanwhile.
+    async fn replace(&self, key: &[u8], claim: &Claim) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(err)?;
+        let replaced = sqlx::query(REPLACE)
+            .bind(key)
+            .bind(&claim.token.to_bytes()[..])
+            .bind(&claim.fingerprint.as_bytes()[..])
+            .bind(millis(claim.lease))
+            .bind(claim.site)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(err)?
+            .is_some();
+        if replaced {
+            sqlx::query(FORGET_STEPS)
+                .bind(key)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
+        }
+        tx.commit().await.map_err(err)?;
+        Ok(replaced)
     }
 }

@@ -50,6 +50,18 @@ pub(super) const INSERT: &str = concat!(
     " RETURNING EXISTS (SELECT 1 FROM idem_steps WHERE call = ?1)"
 );
 
+/// A claim that reruns (`Claim::rerun`) replacing a completed record (or
+/// its tombstone) of another payload; sent in one `BEGIN IMMEDIATE` with
+/// `FORGET_STEPS`, so the replaced call's steps go with it.
+pub(super) const REPLACE: &str = concat!(
+    "UPDATE idem_records SET token = ?2, fingerprint = ?3, record = NULL, expires_at = ",
+    now_ms!(),
+    " + ?4, site = ?5, created_at = ",
+    now_ms!(),
+    ", tombstone_until = NULL WHERE key = ?1 AND record IS NOT NULL",
+    " AND fingerprint NOT IN (?3, zeroblob(32)) AND ?3 <> zeroblob(32) RETURNING 1"
+);
+
 /// The fence of complete, release and renew: the row is our unexpired
 /// claim.
 macro_rules! held {

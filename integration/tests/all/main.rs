@@ -37,6 +37,8 @@ mod http_scoping;
 #[cfg(all(feature = "axum", feature = "memory", feature = "sqlite"))]
 mod http_sqlite;
 #[cfg(all(feature = "axum", feature = "memory"))]
+mod http_state_updates;
+#[cfg(all(feature = "axum", feature = "memory"))]
 mod http_tokens;
 mod local_cache;
 mod macro_forms;

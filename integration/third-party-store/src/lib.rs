@@ -109,7 +109,14 @@ impl Store for MapStore {
             keys.insert(*key, entry);
             return Ok(ClaimOutcome::won(false, Vec::new()));
         };
+        // A state update (`Claim::rerun`) replaces a completed record of
+        // another payload, and drops its call's steps.
+        let other = !claim.fingerprint.matches(&entry.fingerprint);
         let took_over = match &entry.state {
+            State::Completed { .. } if claim.rerun && other => {
+                entry.steps.clear();
+                false
+            }
             State::Completed { record, until, .. } if *until > now => {
                 let left = *until - now;
                 return Ok(ClaimOutcome::completed(

@@ -47,6 +47,7 @@ struct Client;
     fingerprint = (req.tenant, req.amount),
     skip(client),
     errors = is_final,
+    mismatch = "refuse",
     crate = ::idem,
 )]
 async fn charge(client: &Client, req: Request) -> Result<u32, PayError> {

@@ -41,6 +41,8 @@ pub(crate) trait SqlServer: 'static {
     const NAME: &'static str;
     /// The site the tests' own claims carry.
     const SITE: &'static str;
+    /// How many migrations this release's store has.
+    const MIGRATIONS: i32;
 
     /// The test server's URL.
     async fn url() -> String;
