@@ -19,6 +19,8 @@
 //!   that fails `UNAVAILABLE`. The handler runs to completion when the
 //!   client cancels or its deadline passes, and its answer is stored for
 //!   the retry. Streaming methods pass through untouched.
+//! - **Client.** [`client::RetryLayer`] around a tonic `Channel` keeps
+//!   one key per logical call across its retries (§14's retry rules).
 //! - **Service methods.** `#[idempotent]` goes directly on the methods of
 //!   a `#[tonic::async_trait]` service impl.
 //!
@@ -43,6 +45,7 @@
 #![forbid(unsafe_code)]
 
 mod answers;
+pub mod client;
 mod layer;
 mod scope;
 mod service;

@@ -43,12 +43,10 @@ impl<S> Layer<S> for IdempotencyLayer {
 /// use tower::Layer;
 ///
 /// let layer = IdempotencyLayer::new(idem::Idempotency::new(idem::MemoryStore::new()));
-/// let service: IdempotencyService<tower::util::BoxCloneService<_, _, _>> =
-///     layer.layer(tower::util::BoxCloneService::new(tower::service_fn(
-///         |_: http::Request<tonic::body::Body>| async {
-///             Ok::<_, std::convert::Infallible>(tonic::Status::ok("").into_http())
-///         },
-///     )));
+/// let routes = tower::service_fn(|_: http::Request<tonic::body::Body>| async {
+///     Ok::<_, std::convert::Infallible>(tonic::Status::ok("").into_http::<tonic::body::Body>())
+/// });
+/// let service: IdempotencyService<_> = layer.layer(routes);
 /// # let _ = service;
 /// ```
 #[derive(Clone)]

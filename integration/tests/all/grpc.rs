@@ -214,3 +214,58 @@ async fn on_sqlite_the_answer_is_replayed_from_the_file() {
     assert_eq!(first.get_ref(), again.get_ref());
     assert_eq!(runs.started(), 1);
 }
+
+fn client_layer() -> idem::grpc::client::RetryLayer {
+    idem::grpc::client::RetryLayer::new()
+        .unary(CHARGE)
+        .backoff(Duration::from_millis(10), Duration::from_millis(50))
+}
+
+#[tokio::test]
+async fn the_client_keeps_its_key_when_the_first_answer_is_lost() {
+    let (addr, runs) = grpc::serve_dropping_first(layer()).await;
+    let mut client = grpc::connect_with(addr, client_layer()).await;
+    // No key of the caller's: the client layer makes one, once.
+    let answer = client.charge(None, order("o-1")).await.unwrap();
+    assert_eq!(answer.get_ref().run, 1);
+    assert_eq!(
+        answer.metadata().get("idempotent-replayed").unwrap(),
+        "true"
+    );
+    assert_eq!(runs.started(), 1, "the server ran once");
+}
+
+#[tokio::test]
+async fn the_client_never_retries_invalid_argument_and_retries_unavailable() {
+    // No server layer: every attempt that reaches the handler runs it.
+    let bare = IdempotencyLayer::new(Idempotency::new(MemoryStore::new()));
+    let (addr, runs) = grpc::serve(bare).await;
+    let mut client = grpc::connect_with(addr, client_layer().max_retries(2)).await;
+    let status = client.charge(None, order("invalid")).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(runs.started(), 1, "never retried");
+    let status = client.charge(None, order("unavailable")).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(runs.started(), 1 + 3, "two retries after the first attempt");
+}
+
+#[tokio::test]
+async fn the_client_waits_out_aborted_and_gets_the_first_answer() {
+    let (addr, runs) = grpc::serve(layer()).await;
+    let mut plain = grpc::connect(addr).await;
+    let mut retrying = grpc::connect_with(
+        addr,
+        client_layer()
+            .max_retry_after(Duration::from_millis(100))
+            .max_retries(20),
+    )
+    .await;
+    let first = tokio::spawn(async move { plain.charge(Some("k-c"), order("sleep:300")).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = retrying
+        .charge(Some("k-c"), order("sleep:300"))
+        .await
+        .unwrap();
+    assert_eq!(first.await.unwrap().unwrap().get_ref(), second.get_ref());
+    assert_eq!(runs.started(), 1);
+}

@@ -24,7 +24,7 @@ pub(crate) const CHARGE: &str = "/test.Payments/Charge";
 pub(crate) const WATCH: &str = "/test.Payments/Watch";
 
 /// `order` says how the handler behaves: `sleep:MS` sleeps first,
-/// `unavailable` and `not-found` answer those codes.
+/// `unavailable`, `not-found` and `invalid` answer those codes.
 #[derive(Clone, PartialEq, prost::Message, serde::Serialize)]
 pub(crate) struct ChargeRequest {
     #[prost(string, tag = "1")]
@@ -66,6 +66,7 @@ async fn charge(runs: Arc<Runs>, request: ChargeRequest) -> Result<Response<Char
     match request.order.as_str() {
         "unavailable" => Err(Status::unavailable(format!("run {run} unavailable"))),
         "not-found" => Err(Status::not_found(format!("run {run}: no such order"))),
+        "invalid" => Err(Status::invalid_argument(format!("run {run}: bad order"))),
         _ => {
             let mut response = Response::new(ChargeReply { run });
             response
@@ -148,19 +149,86 @@ pub(crate) async fn serve(layer: idem::grpc::IdempotencyLayer) -> (SocketAddr, A
 
 /// A client of `addr` over HTTP/2.
 pub(crate) async fn connect(addr: SocketAddr) -> Client {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = channel(addr).await;
+    // The client layer with no method guarded: a plain channel.
+    let transport = tower::Layer::layer(&idem::grpc::client::RetryLayer::new(), channel);
     Client {
-        grpc: tonic::client::Grpc::new(channel),
+        grpc: tonic::client::Grpc::new(Transport::new(transport)),
     }
 }
 
+/// A client of `addr` whose channel is behind the client `layer`.
+pub(crate) async fn connect_with(
+    addr: SocketAddr,
+    layer: idem::grpc::client::RetryLayer,
+) -> Client {
+    let channel = tower::ServiceBuilder::new()
+        .layer(layer)
+        .service(channel(addr).await);
+    Client {
+        grpc: tonic::client::Grpc::new(Transport::new(channel)),
+    }
+}
+
+async fn channel(addr: SocketAddr) -> Channel {
+    Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Serves `Payments` behind `layer` and, outside it, a proxy that drops
+/// the first answer of `Charge` once the handler has given it (the client
+/// sees `UNAVAILABLE`, as from a connection lost after the send).
+pub(crate) async fn serve_dropping_first(
+    layer: idem::grpc::IdempotencyLayer,
+) -> (SocketAddr, Arc<Runs>) {
+    let runs = Arc::new(Runs::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    let service = Payments {
+        runs: Arc::clone(&runs),
+    };
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drop_first = tower::layer::layer_fn(move |inner: idem::grpc::IdempotencyService<_>| {
+        let dropped = Arc::clone(&dropped);
+        tower::service_fn(move |request: http::Request<Body>| {
+            let mut inner = inner.clone();
+            let dropped = Arc::clone(&dropped);
+            async move {
+                let response = tower::Service::call(&mut inner, request).await?;
+                if dropped.swap(true, Ordering::SeqCst) {
+                    return Ok::<_, BoxError>(response);
+                }
+                let _ = http_body_util::BodyExt::collect(response.into_body()).await;
+                Ok(Status::unavailable("the proxy dropped the answer").into_http())
+            }
+        })
+    });
+    tokio::spawn(
+        Server::builder()
+            .layer(tower::ServiceBuilder::new().layer(drop_first).layer(layer))
+            .add_service(service)
+            .serve_with_incoming(incoming),
+    );
+    (addr, runs)
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// Either transport, under one concrete error type (a boxed error in
+/// tonic's `Into<StdError>` bounds makes a spawned call's future not
+/// `Send`, a known rustc limitation).
+type Transport = tower::util::BoxCloneService<
+    http::Request<Body>,
+    http::Response<Body>,
+    idem::grpc::client::TransportError,
+>;
+
 #[derive(Clone)]
 pub(crate) struct Client {
-    grpc: tonic::client::Grpc<Channel>,
+    grpc: tonic::client::Grpc<Transport>,
 }
 
 impl Client {
