@@ -72,7 +72,25 @@ fn unboxed(func: &ItemFn) -> Option<ItemFn> {
         ty => ReturnType::Type(Default::default(), Box::new(ty.clone())),
     };
     native.block = Box::new(inner.block.clone());
+    allow_unused_rebindings(&mut native.block);
     Some(native)
+}
+
+/// async-trait moves each parameter into its future with `let x = x;`.
+/// A parameter that only the key or the fingerprint reads (used, on a
+/// native `async fn`) would warn there as an unused variable.
+fn allow_unused_rebindings(block: &mut Block) {
+    for stmt in &mut block.stmts {
+        let Stmt::Local(local) = stmt else { continue };
+        let (syn::Pat::Ident(pat), Some(init)) = (&local.pat, &local.init) else {
+            continue;
+        };
+        if matches!(&*init.expr, Expr::Path(path) if path.path.is_ident(&pat.ident)) {
+            local
+                .attrs
+                .push(syn::parse_quote!(#[allow(unused_variables)]));
+        }
+    }
 }
 
 /// `T` in `Pin<Box<dyn Future<Output = T> + …>>`.
