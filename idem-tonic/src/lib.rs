@@ -41,6 +41,63 @@
 //! # }
 //! ```
 
+//!
+//! # Guide
+//!
+//! **Which methods.** The layer sees HTTP/2 requests, not your `.proto`:
+//! tell it each unary method to guard, by its full path. `unary(path)`
+//! fingerprints the request message's bytes; `message::<M>(path)` decodes
+//! it as the prost type `M` (with `serde::Serialize` derived, e.g. by
+//! prost-build's `type_attribute(".", "#[derive(serde::Serialize)]")`) and
+//! fingerprints the value, so a map field sent in another order, or fields
+//! in another order, are the same request; `required(path)` refuses a call
+//! without a key. Methods not named (every streaming method) are passed
+//! through untouched: the layer never reads a stream.
+//!
+//! **What a duplicate gets.** The stored answer: the status code and
+//! message, the response message, `grpc-status-details-bin`, and the
+//! metadata and trailers named in `stored_metadata`, with
+//! `idempotent-replayed: true`. Stored codes are `OK` and the
+//! deterministic errors; `store_code` changes the rule. A duplicate that
+//! arrives while the first call runs gets `ABORTED` with a `RetryInfo`
+//! delay, or, with `wait(d)`, the first call's answer.
+//!
+//! **Cancellation.** A guarded call runs on a task of its own: when the
+//! client cancels or its deadline passes, the handler still finishes and
+//! its answer is stored, so the client's retry with the same key gets it.
+//!
+//! **Client.** Put [`client::RetryLayer`] around the `Channel`, naming the
+//! same methods: each call gets a key before its first attempt (or keeps
+//! the caller's), and retries send it again with the same message.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use idem::grpc::client::RetryLayer;
+//!
+//! # async fn connect() -> Result<(), Box<dyn std::error::Error>> {
+//! let channel = tonic::transport::Channel::from_static("http://[::1]:50051")
+//!     .connect()
+//!     .await?;
+//! let channel = tower::ServiceBuilder::new()
+//!     .layer(RetryLayer::new().unary("/shop.Payments/Charge").deadline(Duration::from_secs(10)))
+//!     .service(channel);
+//! // let mut client = PaymentsClient::new(channel);
+//! # let _ = channel;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! **Service methods.** `#[idempotent]` can also sit on a method of a
+//! `#[tonic::async_trait]` impl whose `Ok` type is serializable and whose
+//! error type is `From<idem::Error>` (a domain trait your handlers call).
+//! A tonic-generated method itself returns `Result<Response<M>, Status>`,
+//! which the attribute cannot store (`Response<M>` is not serde) — guard
+//! those with the layer.
+//!
+//! A runnable server and client on SQLite: `cargo run -p
+//! idem-integration --example grpc_payments`.
+
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
