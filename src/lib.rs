@@ -140,7 +140,8 @@ pub use idem_store::mysql;
 #[doc(no_inline)]
 pub use idem_store::MySqlStore;
 
-// The integrations are crates of their own (`idem-axum`, `idem-reqwest`),
+// The integrations are crates of their own (`idem-axum`, `idem-reqwest`,
+// `idem-tonic`),
 // here under the paths applications write.
 
 #[cfg(feature = "axum")]
@@ -152,6 +153,11 @@ pub use idem_axum as http;
 #[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 #[doc(inline)]
 pub use idem_reqwest as client;
+
+#[cfg(feature = "tonic")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
+#[doc(inline)]
+pub use idem_tonic as grpc;
 
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

@@ -19,14 +19,31 @@ pub(crate) fn idempotent(args: TokenStream, item: TokenStream) -> syn::Result<To
     let args = syn::parse2::<Args>(args)
         .map_err(|e| diagnostics.push(e))
         .ok();
-    let func = parse::async_fn(item).map_err(|e| diagnostics.push(e)).ok();
-    let model = match (&args, &func) {
-        (Some(args), Some(func)) => Model::new(args, func, &mut diagnostics),
+    let annotated = parse::async_fn(item).map_err(|e| diagnostics.push(e)).ok();
+    let model = match (&args, &annotated) {
+        (Some(args), Some(annotated)) => Model::new(args, &annotated.func, &mut diagnostics),
         _ => None,
     };
     diagnostics.finish()?;
     let model = model.expect("a model is missing only when an error was collected");
-    Ok(gen_function(&model))
+    match annotated.as_ref().and_then(|a| a.boxed.as_ref()) {
+        Some(boxed) => gen_boxed(&model, boxed),
+        None => Ok(gen_function(&model)),
+    }
+}
+
+/// The fn as `#[async_trait]` rewrote it, with the block inside its
+/// `Box::pin(async move { … })` replaced by the call: the signature, the
+/// lifetimes and the boxing stay async-trait's.
+fn gen_boxed(model: &Model<'_>, boxed: &syn::ItemFn) -> syn::Result<TokenStream> {
+    let mut boxed = boxed.clone();
+    let inner = parse::boxed_async_mut(&mut boxed.block)
+        .expect("the boxed future was found when the fn was parsed");
+    let body = gen_body(model);
+    let mut block: syn::Block = syn::parse2(quote!({ #body }))?;
+    block.brace_token = inner.block.brace_token;
+    inner.block = block;
+    Ok(boxed.into_token_stream())
 }
 
 /// The fn as written, with its body replaced. The body's braces keep the

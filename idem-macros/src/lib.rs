@@ -98,8 +98,11 @@ use proc_macro::TokenStream;
 /// [`idem::Error`](https://docs.rs/idemkit/latest/idem/enum.Error.html).
 ///
 /// Works on free `async fn`s, methods taking `&self`, `&mut self` or
-/// `self: Arc<Self>`, generic fns and fns in trait impls; the signature
-/// the caller sees is unchanged. The return type is `Result<T, E>` (or an
+/// `self: Arc<Self>`, generic fns and fns in trait impls, including impls
+/// written with `#[async_trait]` or `#[tonic::async_trait]` (a tonic
+/// service's methods: the boxed future async-trait made of the method is
+/// recognised, and its inner block wrapped); the signature the caller sees
+/// is unchanged. The return type is `Result<T, E>` (or an
 /// alias such as `anyhow::Result<T>`) with `T: Serialize +
 /// DeserializeOwned` and `E: From<idem::Error>`.
 ///

@@ -124,11 +124,41 @@
 //! # Traits, `#[instrument]` and other attributes
 //!
 //! - **Traits.** `#[idempotent]` works on methods of trait impls written
-//!   with native `async fn` (Rust 1.75+). Under `#[async_trait]` it cannot:
-//!   that macro has already rewritten the method into a fn returning
-//!   `Pin<Box<dyn Future>>` when ours runs, and the compiler says so. Put
-//!   `#[idempotent]` on an inherent `async fn` and call it from the trait
-//!   method, or drop `#[async_trait]`.
+//!   with native `async fn` (Rust 1.75+), and on methods of impls written
+//!   with `#[async_trait]` or `#[tonic::async_trait]` (a tonic service's
+//!   methods): that macro runs first and rewrites the method into a fn
+//!   returning `Pin<Box<dyn Future<Output = T> + Send + 'async_trait>>`
+//!   whose body is `Box::pin(async move { … })`; `#[idempotent]`
+//!   recognises that shape (as tracing's `#[instrument]` does) and wraps
+//!   the block inside it, with the same options and the same compile-time
+//!   checks, at the same tokens, as on a native `async fn`. Write it on the
+//!   method, under the impl's `#[async_trait]`:
+//!
+//!   ```
+//!   use async_trait::async_trait;
+//!   use idem::{Idempotency, MemoryStore, idempotent};
+//!
+//!   #[async_trait]
+//!   trait Billing {
+//!       async fn bill(&self, order: String) -> Result<u64, idem::Error>;
+//!   }
+//!
+//!   struct Biller {
+//!       idem: Idempotency,
+//!   }
+//!
+//!   #[async_trait]
+//!   impl Billing for Biller {
+//!       #[idempotent(store = self.idem, key = order)]
+//!       async fn bill(&self, order: String) -> Result<u64, idem::Error> {
+//!           Ok(order.len() as u64) // runs once per order
+//!       }
+//!   }
+//!   # #[tokio::main] async fn main() {
+//!   # let biller = Biller { idem: Idempotency::new(MemoryStore::new()) };
+//!   # assert_eq!(biller.bill("o-1".into()).await.unwrap(), 3);
+//!   # }
+//!   ```
 //! - **`#[instrument]`** goes *below* `#[idempotent]`: attributes expand
 //!   top first, so the lower one wraps the other's output, and idem's
 //!   claim, replay and its events then run inside your span. Above it, the
@@ -188,7 +218,7 @@
 //! | `store = expr` not an `idem::Idempotency` nor something that derefs to one | the expression | pass an `Idempotency`, `&Idempotency`, `Arc<Idempotency>` or a `static` `LazyLock<Idempotency>` |
 //! | `crate = …` not a path | the value | e.g. `crate = ::my_facade::idem` |
 //! | no `key` and nothing to hash (only `&self`, or every parameter skipped): every call would share one key | the fn name | give `key = …` (`key = self.id`), or a constant (`key = "singleton"`) if one result for all calls is meant |
-//! | `#[idempotent]` under `#[async_trait]` | `async` | `async_trait` already rewrote the method; annotate an inherent `async fn` and call it from the trait method, or use native `async fn` in traits |
+//! | `#[idempotent]` under an `#[async_trait]` older than 0.1.50, whose boxed future has another shape | `async` | update async-trait, or annotate an inherent `async fn` and call it from the trait method |
 //! | `detach` with a borrowed parameter (`&str`, `&self`, `Vec<&T>`; `&'static` is fine) | the reference or lifetime in that parameter | the body runs on after the caller is gone and cannot borrow; take it owned (`String`, `Arc<T>`, `self: Arc<Self>`) or remove `detach` |
 //!
 //! Type errors point at the first token of a multi-token `Ok` type (`Vec`

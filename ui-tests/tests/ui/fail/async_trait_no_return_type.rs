@@ -1,0 +1,21 @@
+// Pins: as `no_return_type.rs`, on a method of an `#[async_trait]` impl: the same
+// error at the same token as on a native `async fn`.
+use async_trait::async_trait;
+use idem::idempotent;
+
+#[async_trait]
+trait Charge {
+    async fn charge(&self, order: String);
+}
+
+struct Charger;
+
+#[async_trait]
+impl Charge for Charger {
+    #[idempotent]
+    async fn charge(&self, order: String) {
+        let _ = order;
+    }
+}
+
+fn main() {}
