@@ -27,8 +27,8 @@ impl IdempotencyLayer {
     ///   409 with `Retry-After`, as a concurrent duplicate does.
     ///
     /// The body is fingerprinted as for keyed requests, with the path and
-    /// query (so [`canonical_json`](Self::canonical_json) makes key order
-    /// and whitespace insignificant here too). A stored status that is
+    /// query (so a JSON body's key order and whitespace do not matter here
+    /// either, unless [`exact_bytes`](Self::exact_bytes)). A status that is
     /// not stored (by default 5xx, 408, 409, 425, 429) releases the claim:
     /// the retry runs again.
     ///
@@ -41,9 +41,7 @@ impl IdempotencyLayer {
     /// let app: Router = Router::new()
     ///     .route("/orders/{id}/status", put(|body: String| async move { body }))
     ///     .layer(
-    ///         IdempotencyLayer::new(idem)
-    ///             .state_updates([Method::PUT, Method::DELETE])
-    ///             .canonical_json(),
+    ///         IdempotencyLayer::new(idem).state_updates([Method::PUT, Method::DELETE]),
     ///     );
     /// # let _ = app;
     /// ```
