@@ -173,6 +173,7 @@
 //! 400: `If-Match` is neither `*` nor a list of quoted entity tags.
 
 mod answers;
+mod body;
 mod defaults;
 mod flights;
 pub mod guide;

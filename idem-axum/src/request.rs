@@ -8,21 +8,21 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::MatchedPath;
-use axum::http::request::Parts;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use axum::response::IntoResponse;
 use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use tokio::sync::{oneshot, watch};
 use tower::Service;
 
-use crate::answers::{failed_attempt, replay, response_failed, too_large};
+use crate::answers::{failed_attempt, replay, response_failed};
+use crate::body::read_body;
 use crate::flights::{Ended, Joined};
 use crate::layer::Config;
 use crate::scope::{HttpScope, fingerprint};
 use crate::stored::{Head, Kept, StoredResponse};
 use crate::tee::{Captured, Tail, tee};
-use crate::{IDEMPOTENT_STORED, IdempotencyKey, Problem, idempotency_key};
+use crate::{IDEMPOTENT_STORED, IdempotencyKey, idempotency_key};
 use idem_core::Failed;
 use idem_core::fingerprint::Fingerprint;
 use idem_core::{Call, Error, Mismatch, Reported};
@@ -432,26 +432,4 @@ where
     B::Error: Into<BoxError>,
 {
     Ok(inner.call(request).await?.map(Body::new))
-}
-
-/// Buffers the request body, refusing one over `limit` (413) before reading
-/// it when `Content-Length` tells.
-async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result<Bytes, Problem> {
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(too_large(limit));
-    }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(err) if err.is::<LengthLimitError>() => Err(too_large(limit)),
-        Err(err) => Err(Problem::new(
-            400,
-            "body-unreadable",
-            "Request body unreadable",
-            format!("The request body could not be read: {err}."),
-        )),
-    }
 }

@@ -96,11 +96,23 @@ impl RedisStore {
         if let ClaimOutcome::Completed { .. } = &outcome {
             self.completed.saw(key);
         }
-        if let ClaimOutcome::Won { steps, .. } = &outcome
+        self.keep_won_for_native(key, claim, &outcome, &mut clocks)?;
+        Ok(outcome)
+    }
+
+    /// Keeps a won claim's value for native compare-and-set, when the
+    /// server has it: a fenced step within the lease by this host's clock
+    /// is native, after it a script judges the lapse by Redis's.
+    fn keep_won_for_native(
+        &self,
+        key: &RecordKey,
+        claim: &Claim,
+        outcome: &ClaimOutcome,
+        clocks: &mut Option<(Duration, Instant)>,
+    ) -> Result<(), StoreError> {
+        if let ClaimOutcome::Won { steps, .. } = outcome
             && self.native.set_ifeq()
         {
-            // A fenced step within the lease by this host's clock is
-            // native, after it a script judges the lapse by Redis's.
             let (now, sent) = *clocks.get_or_insert_with(read_clocks);
             let kept = Kept {
                 value: claim_value(claim, now)?,
@@ -109,7 +121,7 @@ impl RedisStore {
             };
             self.native.keep(*key, claim.token, kept);
         }
-        Ok(outcome)
+        Ok(())
     }
 
     /// `GET` of a key last seen completed: its value when it holds one,
