@@ -87,7 +87,7 @@ pub use idem_core::{
 };
 pub use idem_macros::idempotent;
 
-pub use idem_core::{fingerprint, key, place, queue, store};
+pub use idem_core::{fingerprint, key, place, queue, store, transaction};
 
 /// Operating records: list, inspect, purge, count (what `idem` the CLI uses).
 pub use idem_core::admin;

@@ -138,6 +138,8 @@ pub(crate) struct Config {
     pub(crate) tokens: Option<TokenIssuer>,
     pub(crate) run_times: Arc<RunTimes>,
     pub(crate) flights: Arc<Flights>,
+    /// The transactional mode: a transaction per guarded request.
+    pub(crate) transactions: Option<Arc<dyn crate::transaction::Begin>>,
 }
 
 impl IdempotencyLayer {
@@ -183,6 +185,7 @@ impl IdempotencyLayer {
                 tokens: None,
                 run_times: Arc::default(),
                 flights: Arc::default(),
+                transactions: None,
             }),
         }
     }

@@ -190,6 +190,7 @@ mod state_updates;
 mod stored;
 mod tee;
 mod token;
+mod transaction;
 mod versions;
 
 pub use defaults::{captured_by_default, stores_by_default};
@@ -208,6 +209,7 @@ pub use stored::fuzz_stored_response;
 #[cfg(any(fuzzing, test))]
 pub use token::fuzz_token;
 pub use token::{DEFAULT_TOKEN_TTL, TokenError, TokenIssuer};
+pub use transaction::Transaction;
 #[cfg(fuzzing)]
 pub use versions::fuzz_if_match;
 pub use versions::{ETag, IfMatch, require_if_match};

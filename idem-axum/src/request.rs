@@ -25,7 +25,7 @@ use crate::tee::{Captured, Tail, tee};
 use crate::{IDEMPOTENT_STORED, IdempotencyKey, idempotency_key};
 use idem_core::Failed;
 use idem_core::fingerprint::Fingerprint;
-use idem_core::{Call, Error, Mismatch, Reported};
+use idem_core::{Call, Error, Mismatch, Reported, Store};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -45,7 +45,7 @@ enum NotKept<E> {
 }
 
 /// The attempt's answer not yet fully sent when the key is settled.
-enum Rest {
+pub(crate) enum Rest {
     /// A whole response, sent after the record is written.
     Whole(Response<Body>),
     /// A streamed response whose last frame waits for the record.
@@ -82,7 +82,7 @@ pub(crate) async fn serve<S, B>(
     match prepare(&config, request).await {
         Ok(Ok(prepared)) => run(&config, inner, prepared, reply).await,
         Ok(Err(keyless)) => {
-            let _ = reply.send(pass(inner, keyless).await);
+            let _ = reply.send(crate::transaction::pass(&config, inner, keyless).await);
         }
         Err(refused) => {
             let _ = reply.send(Ok(refused));
@@ -156,8 +156,19 @@ where
         fingerprint,
         bytes_fingerprint,
         accept_encoding,
-        request,
+        mut request,
     } = prepared;
+    let mut started = match crate::transaction::begin(config).await {
+        Ok(started) => started,
+        Err(refused) => {
+            let _ = reply.send(Ok(refused));
+            return;
+        }
+    };
+    if let Some(started) = &mut started {
+        started.install(request.extensions_mut());
+    }
+    let on = started.as_ref().map(|started| &*started.store);
     let route = scope.route_key();
     let call = || new_call(config, &scope, &key, rerun, &route);
     let mut wait = config.wait;
@@ -184,10 +195,15 @@ where
     let mut unsent = Some((inner, request));
     let mut slots = (&mut unsent, &mut reply, &mut rest);
     let claimed = |fingerprint| call().wait(wait).fingerprint_digest(fingerprint);
-    let mut reported = claim_and_attempt(config, claimed(fingerprint), &scope, &mut slots).await;
+    let mut reported =
+        claim_and_attempt(config, claimed(fingerprint), on, &scope, &mut slots).await;
     let again = bytes_fingerprint.filter(|_| slots.0.is_some() && refused_as_another(&reported));
     if let Some(bytes) = again {
-        reported = claim_and_attempt(config, claimed(bytes), &scope, &mut slots).await;
+        reported = claim_and_attempt(config, claimed(bytes), on, &scope, &mut slots).await;
+    }
+    if let Some(started) = &started {
+        let verdict = crate::transaction::Verdict::of(slots.0.is_none(), &reported);
+        crate::transaction::settle(started, verdict, slots.2).await;
     }
     let ended = answer(
         config,
@@ -215,11 +231,13 @@ type Slots<'s, S, E> = (
     &'s mut Option<Rest>,
 );
 
-/// Claims the key with `call` and, if the claim is won, sends the request
+/// Claims the key with `call` (on the request's transaction's store `on`,
+/// in the transactional mode) and, if the claim is won, sends the request
 /// to the inner service (which it takes from its slot).
 async fn claim_and_attempt<S, B>(
     config: &Config,
     call: Call,
+    on: Option<&dyn Store>,
     scope: &HttpScope,
     (unsent, reply, rest): &mut Slots<'_, S, S::Error>,
 ) -> Reported<Result<Kept, Failed<NotKept<S::Error>>>>
@@ -228,13 +246,21 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    call.run_apart(|| {
+    let body = once(|| {
         // A call runs its body at most once, and a second call is made
         // only while the request is still here.
         let (inner, request) = unsent.take().expect("the request is sent once");
         attempt(config, inner, request, scope, reply, rest)
-    })
-    .await
+    });
+    match on {
+        Some(store) => call.on(store).run_apart(body).await,
+        None => call.run_apart(body).await,
+    }
+}
+
+/// `body`, typed as run once (a closure bound to a name is not).
+fn once<F: FnOnce() -> R, R>(body: F) -> F {
+    body
 }
 
 /// The call for a request's key, before its wait and fingerprint.

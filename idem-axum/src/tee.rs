@@ -87,6 +87,16 @@ impl Tail {
     }
 }
 
+impl Tail {
+    /// Ends the client's body with an error instead of its held frames:
+    /// what was sent is not the answer after all.
+    pub(crate) fn fail(self, reason: &'static str) {
+        // Room for it or not, the channel closes when `self` drops, and a
+        // body of known length that ends short is an error to the client.
+        let _ = self.frames.try_send(Err(reason.into()));
+    }
+}
+
 /// Splits `body` into what the client reads and what reads it.
 pub(crate) fn tee<B>(body: B, limit: usize) -> (Relay, Pump<B>)
 where

@@ -63,6 +63,7 @@ mod step;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+pub mod transaction;
 
 pub use idem_contract::{fingerprint, store};
 

@@ -104,6 +104,22 @@ impl<C: Connection> Conns<C> {
         }
     }
 
+    /// A connection out of the list (or a new one) that the caller keeps
+    /// beside the permits, for a request's transaction: given back with
+    /// [`put_back`](Self::put_back) once the transaction has ended.
+    pub(crate) async fn take(&self) -> Result<C, StoreError> {
+        let idle = self.lock().pop();
+        match idle {
+            Some(conn) => Ok(conn),
+            None => self.connect().await,
+        }
+    }
+
+    /// A connection back to the list, in a known state.
+    pub(crate) fn put_back(&self, conn: C) {
+        self.lock().push(conn);
+    }
+
     /// Closes every idle connection: one was found dead.
     pub(crate) fn drop_idle(&self) {
         let idle = std::mem::take(&mut *self.lock());

@@ -12,6 +12,7 @@ pub(crate) mod admin;
 pub(crate) mod claimed;
 pub(crate) mod dialect;
 pub(crate) mod in_transaction;
+pub(crate) mod request_tx;
 pub(crate) mod schema;
 pub(crate) mod send;
 pub(crate) mod setters;

@@ -86,3 +86,18 @@ impl MySqlStore {
         }
     }
 }
+
+/// The HTTP layer's transactional mode (`IdempotencyLayer::transactional`):
+/// a transaction per request, on the store's own connections (`connect`,
+/// taken beside `max_connections` while it is open) or from its pool
+/// (`from_pool`).
+#[idem_core::store::async_trait]
+impl idem_core::transaction::Transactional for MySqlStore {
+    type Conn = sqlx::mysql::MySqlConnection;
+
+    async fn begin(
+        &self,
+    ) -> Result<idem_core::transaction::Begun<Self::Conn>, idem_core::StoreError> {
+        crate::sql::request_tx::begin::<Sql>(&self.inner).await
+    }
+}

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use idem_contract::StoreError;
 use idem_contract::store::{ClaimOutcome, Retention};
-use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
+use sqlx::{Executor, Row};
 
 use crate::sql::claimed;
 use crate::sql::dialect::{ClaimBytes, Completion, Dialect, Purge, StepSave, micros};
+use crate::sql::send::Sent;
 
 use super::statements::Sql;
 use super::{BACKEND, conns, rows};
@@ -33,6 +34,14 @@ impl Dialect for Sql {
 
     fn rolled_back(err: &sqlx::Error) -> bool {
         conns::rolled_back(err)
+    }
+
+    fn begin_pooled(pool: &sqlx::Pool<Self::Db>) -> Sent<'_, sqlx::Transaction<'static, Self::Db>> {
+        Box::pin(pool.begin())
+    }
+
+    fn send_raw<'c>(conn: &'c mut Self::Conn, text: &'static str) -> Sent<'c, ()> {
+        Box::pin(async move { conn.execute(sqlx::raw_sql(text)).await.map(drop) })
     }
 
     /// A failed statement as a store error; a missing table or claim

@@ -83,3 +83,18 @@ impl PostgresStore {
         }
     }
 }
+
+/// The HTTP layer's transactional mode (`IdempotencyLayer::transactional`):
+/// a transaction per request, on the store's own connections (`connect`,
+/// taken beside `max_connections` while it is open) or from its pool
+/// (`from_pool`).
+#[idem_core::store::async_trait]
+impl idem_core::transaction::Transactional for PostgresStore {
+    type Conn = sqlx::postgres::PgConnection;
+
+    async fn begin(
+        &self,
+    ) -> Result<idem_core::transaction::Begun<Self::Conn>, idem_core::StoreError> {
+        crate::sql::request_tx::begin::<Sql>(&self.inner).await
+    }
+}

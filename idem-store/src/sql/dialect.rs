@@ -9,7 +9,7 @@ use idem_contract::StoreError;
 use idem_contract::store::{Claim, ClaimOutcome, Retention};
 use sqlx::{Connection, Database};
 
-use super::send::Answer;
+use super::send::{Answer, Sent};
 
 /// A statement of dialect `D` with its parameters bound.
 pub(crate) type Query<'q, D> =
@@ -44,6 +44,12 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
 
     /// A failed statement of a step as a store error.
     fn store_error(&self, err: sqlx::Error) -> StoreError;
+
+    /// A transaction on a connection of the caller's pool.
+    fn begin_pooled(pool: &sqlx::Pool<Self::Db>) -> Sent<'_, sqlx::Transaction<'static, Self::Db>>;
+
+    /// `BEGIN`, `COMMIT` or `ROLLBACK`, unprepared (as sqlx sends its own).
+    fn send_raw<'c>(conn: &'c mut Self::Conn, text: &'static str) -> Sent<'c, ()>;
 
     /// The claim; `own_tx` false inside the caller's transaction.
     fn claim_query<'q>(

@@ -53,7 +53,11 @@ where
 
     /// A fenced operation's answer. When it found no claim of ours, one more
     /// statement (on that rare path only) tells a takeover from an expiry.
-    async fn fence(&self, changed: Affected, key: &RecordKey) -> Result<Fence, StoreError> {
+    pub(crate) async fn fence(
+        &self,
+        changed: Affected,
+        key: &RecordKey,
+    ) -> Result<Fence, StoreError> {
         if changed.fence().is_held() {
             return Ok(Fence::Held);
         }

@@ -42,6 +42,13 @@ mod http_sqlite;
 mod http_state_updates;
 #[cfg(all(feature = "axum", feature = "memory"))]
 mod http_tokens;
+#[cfg(all(
+    feature = "axum",
+    feature = "memory",
+    feature = "postgres",
+    feature = "mysql"
+))]
+mod http_tx;
 mod local_cache;
 mod macro_forms;
 mod memory;
