@@ -5,6 +5,7 @@
 //! `http_tx_chaos.rs`.
 
 use crate::support::http::{Answer, Server, serve};
+use crate::support::sql::SqlServer;
 use crate::support::sql::tx::{Fixture, Order, TxServer, fixture};
 use crate::support::sql_mysql::{self, MySqlServer as My};
 use crate::support::sql_pg::{self, Pg};
@@ -38,6 +39,14 @@ pub(crate) trait HttpTx: TxServer<Store: Transactional<Conn = Self::Conn>> {
         key: &'c str,
         sku: &'c str,
     ) -> Boxed<'c, Order>;
+    /// Inserts the order `key` on a connection of `pool`, committed at once.
+    fn insert_on_pool<'c>(
+        pool: &'c sqlx::Pool<Self::Db>,
+        orders: &'c str,
+        key: &'c str,
+    ) -> Boxed<'c, Order>;
+    /// Every order's key and id.
+    fn orders_by_key(orders: &str) -> Boxed<'_, Vec<(String, i64)>>;
 }
 
 impl HttpTx for Pg {
@@ -51,6 +60,27 @@ impl HttpTx for Pg {
     ) -> Boxed<'c, Order> {
         Box::pin(sql_pg::insert_order(conn, orders, key, sku))
     }
+
+    fn insert_on_pool<'c>(
+        pool: &'c sqlx::Pool<Self::Db>,
+        orders: &'c str,
+        key: &'c str,
+    ) -> Boxed<'c, Order> {
+        Box::pin(async move {
+            let mut conn = pool.acquire().await.unwrap();
+            sql_pg::insert_order(&mut conn, orders, key, "tea").await
+        })
+    }
+
+    fn orders_by_key(orders: &str) -> Boxed<'_, Vec<(String, i64)>> {
+        Box::pin(async move {
+            let pool = sqlx::Pool::<Self::Db>::connect(&Self::url().await)
+                .await
+                .unwrap();
+            let select = format!("SELECT order_key, id FROM {orders}");
+            sqlx::query_as(&select).fetch_all(&pool).await.unwrap()
+        })
+    }
 }
 
 impl HttpTx for My {
@@ -63,6 +93,27 @@ impl HttpTx for My {
         sku: &'c str,
     ) -> Boxed<'c, Order> {
         Box::pin(sql_mysql::insert_order(conn, orders, key, sku))
+    }
+
+    fn insert_on_pool<'c>(
+        pool: &'c sqlx::Pool<Self::Db>,
+        orders: &'c str,
+        key: &'c str,
+    ) -> Boxed<'c, Order> {
+        Box::pin(async move {
+            let mut conn = pool.acquire().await.unwrap();
+            sql_mysql::insert_order(&mut conn, orders, key, "tea").await
+        })
+    }
+
+    fn orders_by_key(orders: &str) -> Boxed<'_, Vec<(String, i64)>> {
+        Box::pin(async move {
+            let pool = sqlx::Pool::<Self::Db>::connect(&Self::url().await)
+                .await
+                .unwrap();
+            let select = format!("SELECT order_key, CAST(id AS SIGNED) FROM {orders}");
+            sqlx::query_as(&select).fetch_all(&pool).await.unwrap()
+        })
     }
 }
 

@@ -49,6 +49,13 @@ mod http_tokens;
     feature = "mysql"
 ))]
 mod http_tx;
+#[cfg(all(
+    feature = "axum",
+    feature = "memory",
+    feature = "postgres",
+    feature = "mysql"
+))]
+mod http_tx_chaos;
 mod local_cache;
 mod macro_forms;
 mod memory;

@@ -81,6 +81,15 @@ pub(crate) async fn serve(router: Router) -> Server {
     }
 }
 
+/// A client for a server at `base` (`http://127.0.0.1:PORT`) the test
+/// started elsewhere.
+pub(crate) fn client_for(base: &str) -> Server {
+    Server {
+        base: base.to_owned(),
+        client: Client::builder(TokioExecutor::new()).build_http(),
+    }
+}
+
 /// The example's app on a fresh memory store.
 pub(crate) async fn payments(options: Options) -> (Server, Payments) {
     payments_on(Idempotency::new(MemoryStore::new()), options).await
@@ -124,6 +133,36 @@ impl Server {
             headers: parts.headers,
             body: body.collect().await.unwrap().to_bytes(),
         }
+    }
+
+    /// As [`send`](Self::send), `None` where no whole answer came within
+    /// 10 s (a server killed or restarting).
+    pub(crate) async fn try_send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Option<Answer> {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Full::new(Bytes::from(body.to_owned()))).ok()?;
+        let answer = async {
+            let (parts, body) = self.client.request(request).await.ok()?.into_parts();
+            let body = body.collect().await.ok()?.to_bytes();
+            Some(Answer {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(10), answer)
+            .await
+            .ok()?
     }
 
     /// `POST path` with an `Idempotency-Key` header (a raw header value)
