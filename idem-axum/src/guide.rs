@@ -160,6 +160,24 @@
 //! `wait`, then 409). The order-status example in full:
 //! `idem::guide::state_updates`.
 //!
+//! # Whole endpoints in one transaction
+//!
+//! On `PostgresStore` and `MySqlStore`,
+//! [`transactional(store)`](crate::IdempotencyLayer::transactional) gives
+//! each guarded request a database transaction, which the handler takes
+//! as [`Transaction<sqlx::PgConnection>`](crate::Transaction) (or
+//! `MySqlConnection`) and writes through with `&mut *tx.conn().await?`.
+//! The layer completes the request's record in that transaction (fenced
+//! by the claim's token) and commits once the handler has returned, before
+//! the response is sent: the order row and the stored `201` exist
+//! together or not at all. The claim is committed at once, outside the
+//! transaction, so duplicates meanwhile get `409` as usual. A 5xx, an
+//! unstored status or a handler error rolls back and releases the key; a
+//! crash or a failed commit leaves neither, and the retry runs once the
+//! lease lapses (a failed commit answers `503`; the retry then replays if
+//! it had committed after all). The README's PostgreSQL recipe is the
+//! whole service.
+//!
 //! # The extractor
 //!
 //! A handler that calls `#[idempotent]` service functions itself takes the

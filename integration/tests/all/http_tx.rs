@@ -251,6 +251,26 @@ async fn a_duplicate_meanwhile_gets_409_then_the_replay<S: HttpTx>() {
     assert_eq!(f.orders().await, 1);
 }
 
+async fn a_client_that_goes_away_still_gets_its_order_on_retry<S: HttpTx>() {
+    let f = fixture::<S>("http_tx_gone").await;
+    let server = shop(&f, true).await;
+    let slow = order(&server, Some("o-1"), "o-1", &[("x-slow", "800")]);
+    let gone = tokio::time::timeout(Duration::from_millis(200), slow).await;
+    assert!(gone.is_err(), "the client gave up before the answer");
+    // The handler runs on and commits; the retry waits for it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let retry = loop {
+        let answer = order(&server, Some("o-1"), "o-1", &[]).await;
+        if answer.status != StatusCode::CONFLICT || std::time::Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(retry.replayed(), "{retry:?}");
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert_eq!((f.orders().await, f.completed().await), (1, 1));
+}
+
 async fn a_keyless_request_commits_its_own_transaction<S: HttpTx>() {
     let f = fixture::<S>("http_tx_keyless").await;
     let server = shop(&f, false).await;
@@ -288,6 +308,7 @@ on_each_server!(
     a_completion_without_its_claim_rolls_the_order_back,
     a_duplicate_meanwhile_gets_409_then_the_replay,
     a_keyless_request_commits_its_own_transaction,
+    a_client_that_goes_away_still_gets_its_order_on_retry,
 );
 
 /// A handler that takes `Transaction` behind a layer without the mode is
