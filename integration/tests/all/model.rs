@@ -14,6 +14,7 @@
 use crate::support::mysql_server;
 use crate::support::pg_server;
 use crate::support::redis_server;
+use crate::support::valkey_server;
 
 mod explore;
 mod ops;
@@ -54,4 +55,10 @@ fn corpus_mysql() {
 #[test]
 fn corpus_redis() {
     explore::explore(Backend::Redis, 12, 10);
+}
+
+/// The default corpus on Valkey 9 (real time, 400 ms leases).
+#[test]
+fn corpus_valkey() {
+    explore::explore(Backend::Valkey, 12, 10);
 }

@@ -48,6 +48,20 @@ pub(crate) enum End {
     ErrFirst,
 }
 
+/// A store fault a call meets (`idem::testing::FaultyStore`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The claim fails before reaching the store: nothing applied.
+    ClaimFails,
+    /// The store applies the claim and its answer is lost.
+    ClaimLost,
+    /// The completion fails before reaching the store, after the body's
+    /// effect.
+    CompleteFails,
+    /// The store applies the completion and its answer is lost.
+    CompleteLost,
+}
+
 /// One step of a case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
@@ -58,6 +72,12 @@ pub(crate) enum Op {
         dur: Dur,
         end: End,
     },
+    /// A call run to its end that meets store fault `fault` (no
+    /// reconcile, normal durations).
+    Faulty { p: Payload, fault: Fault },
+    /// A state update (`mismatch = "rerun"`) run to its end: another
+    /// payload's record is replaced, a live claim is the lock.
+    Rerun { p: Payload },
     /// A call whose body, once entered, waits (the holder in flight);
     /// `late`: its claim's answer arrives 0.85 lease after the store
     /// applied it.
@@ -85,7 +105,7 @@ pub(crate) enum Op {
 pub(crate) struct Sequences;
 
 /// Op kinds left out of generation, from `IDEM_MODEL_WITHOUT` (a comma
-/// list of `max`, `late`, `purge`, `fails`, `other`): to look past a
+/// list of `max`, `late`, `purge`, `fails`, `other`, `faults`, `rerun`): to look past a
 /// defect already found for the next one.
 fn without(kind: &str) -> bool {
     static WITHOUT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -115,6 +135,15 @@ fn late() -> impl Strategy<Value = bool> {
     prop_oneof![2 => Just(false), weight("late", 1) => Just(true)]
 }
 
+fn fault() -> impl Strategy<Value = Fault> {
+    prop_oneof![
+        Just(Fault::ClaimFails),
+        Just(Fault::ClaimLost),
+        Just(Fault::CompleteFails),
+        Just(Fault::CompleteLost),
+    ]
+}
+
 fn end() -> impl Strategy<Value = End> {
     prop_oneof![3 => Just(End::Done), 1 => Just(End::ErrFirst)]
 }
@@ -135,9 +164,13 @@ impl ReferenceStateMachine for Sequences {
             end,
         });
         let advance = (1u8..=6).prop_map(|quarters| Op::Advance { quarters });
+        let faulty = (payload(), fault()).prop_map(|(p, fault)| Op::Faulty { p, fault });
+        let rerun = payload().prop_map(|p| Op::Rerun { p });
         if *in_flight {
             return prop_oneof![
                 4 => call,
+                weight("faults", 1) => faulty,
+                weight("rerun", 1) => rerun,
                 3 => advance,
                 2 => Just(Op::Finish),
                 1 => Just(Op::Drop),
@@ -150,6 +183,8 @@ impl ReferenceStateMachine for Sequences {
             (payload(), rec(), late()).prop_map(|(p, rec, late)| Op::Start { p, rec, late });
         prop_oneof![
             4 => call,
+            weight("faults", 2) => faulty,
+            weight("rerun", 2) => rerun,
             3 => start,
             3 => advance,
             1 => Just(Op::Forget),

@@ -146,8 +146,13 @@ impl Key {
         }
     }
 
-    /// The claim stage's allowed answers to payload `p` at `now`.
-    fn expect(&self, p: Payload, now: Span) -> Vec<Expect> {
+    /// The claim stage's allowed answers to payload `p` at `now`; a
+    /// state update (`rerun`) replaces another payload's record and waits
+    /// on any live claim.
+    fn expect(&self, p: Payload, now: Span, rerun: bool) -> Vec<Expect> {
+        if rerun {
+            return self.expect_rerun(p, now);
+        }
         let mut out = Vec::new();
         match &self.slot {
             Slot::Free => out.push(Expect::Fresh),
@@ -224,7 +229,7 @@ impl Key {
         if *seen == Seen::Invalid && refusable {
             return Ok(());
         }
-        let expected = self.expect(p, now);
+        let expected = self.expect(p, now, false);
         if expected.iter().any(|e| allows(e, rec, seen)) {
             return Ok(());
         }
@@ -232,6 +237,111 @@ impl Key {
             "{p:?} (reconcile {rec:?}) saw {seen:?}; the key is {:?}, so allowed: {expected:?}",
             self.slot
         ))
+    }
+
+    /// As [`judge`](Self::judge), for a state update (`mismatch =
+    /// "rerun"`, no reconcile, normal durations).
+    pub(crate) fn judge_rerun(&self, p: Payload, now: Span, seen: &Seen) -> Result<(), String> {
+        if let Seen::Panicked(why) = seen {
+            return Err(format!("the call panicked: {why}"));
+        }
+        let expected = self.expect(p, now, true);
+        if expected.iter().any(|e| allows(e, Rec::Absent, seen)) {
+            return Ok(());
+        }
+        Err(format!(
+            "rerun {p:?} saw {seen:?}; the key is {:?}, so allowed: {expected:?}",
+            self.slot
+        ))
+    }
+
+    /// A state update's answers: the record of another payload is
+    /// replaced (and its tombstone), a live claim of either payload is
+    /// the lock, and a lapsed claim of another is still refused.
+    fn expect_rerun(&self, p: Payload, now: Span) -> Vec<Expect> {
+        let mut out = Vec::new();
+        match &self.slot {
+            Slot::Free => out.push(Expect::Fresh),
+            Slot::Done {
+                p: q,
+                value,
+                until,
+                gone,
+            } => {
+                let same = *q == p;
+                if Span::maybe_before(now, *until) {
+                    out.push(if same {
+                        Expect::Replay(value.clone())
+                    } else {
+                        Expect::Fresh
+                    });
+                }
+                if Span::maybe_after(now, *until) && Span::maybe_before(now, *gone) {
+                    out.push(if same { Expect::Expired } else { Expect::Fresh });
+                }
+                if Span::maybe_after(now, *gone) {
+                    out.push(Expect::Fresh);
+                }
+            }
+            Slot::Held(held) if held.live => out.push(Expect::InProgress),
+            Slot::Held(held) => {
+                if Span::maybe_before(now, held.lease_end) {
+                    out.push(Expect::InProgress);
+                }
+                if Span::maybe_after(now, held.lease_end) {
+                    out.push(if held.p == p {
+                        Expect::Takeover(held.effect.clone())
+                    } else {
+                        Expect::Mismatch
+                    });
+                }
+                if Span::maybe_after(now, held.evidence) {
+                    out.push(Expect::Fresh);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a plain call of `p` (no reconcile) at `now` surely wins the
+    /// claim (`Some(true)`), surely not (`Some(false)`), or may go either
+    /// way (`None`): a store fault is injected only where the model knows
+    /// what the claim did.
+    pub(crate) fn wins(&self, p: Payload, now: Span) -> Option<bool> {
+        let expected = self.expect(p, now, false);
+        let won = |e: &Expect| matches!(e, Expect::Fresh | Expect::Takeover(_));
+        match (expected.iter().all(won), expected.iter().any(won)) {
+            (true, _) => Some(true),
+            (false, false) => Some(false),
+            _ => None,
+        }
+    }
+
+    /// A claim of `p` won at `now` whose holder ended without completing
+    /// (its claim's answer lost, or its completion failed after `effect`):
+    /// the claim lapses within a lease; a takeover's evidence stays.
+    pub(crate) fn unsettled(
+        &mut self,
+        p: Payload,
+        effect: Option<String>,
+        times: Times,
+        now: Span,
+    ) {
+        let effect = match (&self.slot, effect) {
+            (_, Some(effect)) => Some(effect),
+            (Slot::Held(held), None) => held.effect.clone(),
+            _ => None,
+        };
+        self.slot = Slot::Held(Held {
+            p,
+            live: false,
+            lease_end: Span {
+                lo: now.lo,
+                hi: now.hi.saturating_add(times.lease),
+            },
+            effect,
+            evidence: now.plus(times.ttl),
+        });
     }
 
     /// The key after a call of `p` with settings `times`, observed as

@@ -19,10 +19,10 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::ops::{Dur, End, Op, Payload, Rec};
+use super::ops::{Dur, End, Fault, Op, Payload, Rec};
 use super::reference::{Key, Seen, Span, Times};
 use super::wire::Wire;
-use super::{mysql_server, pg_server, redis_server};
+use super::{mysql_server, pg_server, redis_server, valkey_server};
 
 /// Which real store a case runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +35,11 @@ pub(crate) enum Backend {
     Postgres,
     /// MySQL/MariaDB, a table of its own per case, real time; 400 ms.
     MySql,
-    /// Redis (or Valkey), a key prefix of its own per case, real time;
-    /// 400 ms. Its purge has nothing to do (keys expire by `PX`).
+    /// Redis, a key prefix of its own per case, real time; 400 ms. Its
+    /// purge has nothing to do (keys expire by `PX`).
     Redis,
+    /// Valkey 9 (native compare-and-set: `SET IFEQ`, `DELIFEQ`), as Redis.
+    Valkey,
 }
 
 impl Backend {
@@ -77,13 +79,19 @@ impl Backend {
                     .migrated(&mysql_server::url().await)
                     .await,
             ),
-            Self::Redis => both(
-                RedisStore::builder()
-                    .prefix(format!("idem-model-{}-{case}:", std::process::id()))
-                    .connect(&redis_server::url().await)
-                    .await
-                    .expect("connect to Redis"),
-            ),
+            Self::Redis | Self::Valkey => {
+                let url = match self {
+                    Self::Redis => redis_server::url().await,
+                    _ => valkey_server::url().await,
+                };
+                both(
+                    RedisStore::builder()
+                        .prefix(format!("idem-model-{}-{case}:", std::process::id()))
+                        .connect(&url)
+                        .await
+                        .expect("connect to Redis or Valkey"),
+                )
+            }
         };
         (faulty, admin, None)
     }
@@ -232,6 +240,8 @@ impl Sut {
         let lo = self.now();
         match op {
             Op::Call { p, rec, dur, end } => self.call(p, rec, dur, end, lo).await,
+            Op::Faulty { p, fault } => self.faulty_call(p, fault, lo).await,
+            Op::Rerun { p } => self.rerun(p, lo).await,
             Op::Start { p, rec, late } => self.start_holder(p, rec, late, lo).await,
             Op::Finish => self.finish(lo).await,
             Op::Drop => self.drop_holder(lo).await,
@@ -262,6 +272,100 @@ impl Sut {
         let (task, _) = self.spawn(p, rec, dur, end, &gates);
         let seen = joined(task.await);
         self.judged(p, rec, dur, lo, seen)
+    }
+
+    /// A state update of `p`, run to its end.
+    async fn rerun(&mut self, p: Payload, lo: Duration) -> Result<(), String> {
+        let gates = Gates::open();
+        let (task, _) = self.spawn_call(p, Rec::Absent, Dur::Normal, End::Done, &gates, true);
+        let seen = joined(task.await);
+        let now = self.span(lo);
+        self.model.judge_rerun(p, now, &seen)?;
+        if matches!(seen, Seen::Ran(_)) {
+            *self.ledger.lock().unwrap().permits.entry(p).or_default() += 1;
+        }
+        self.settled(p, &seen);
+        self.ledger.lock().unwrap().check(p, &seen)?;
+        let times = Times::of(Dur::Normal, self.lease);
+        self.model.after_call(p, times, now, &seen);
+        Ok(())
+    }
+
+    /// A call of `p` that meets `fault`, where the model knows whether
+    /// its claim wins (else nothing is done): a fault of a step the call
+    /// does not reach (a completion after a replay) is disarmed unspent.
+    async fn faulty_call(&mut self, p: Payload, fault: Fault, lo: Duration) -> Result<(), String> {
+        // A margin for the time the call takes, on real time.
+        let ahead = Span {
+            lo: self.now(),
+            hi: self.now() + self.lease / 4,
+        };
+        let Some(wins) = self.model.wins(p, ahead) else {
+            return Ok(());
+        };
+        let (op, lost) = match fault {
+            Fault::ClaimFails => (StoreOp::Claim, false),
+            Fault::ClaimLost => (StoreOp::Claim, true),
+            Fault::CompleteFails => (StoreOp::Complete, false),
+            Fault::CompleteLost => (StoreOp::Complete, true),
+        };
+        self.arm(op, lost, 1);
+        let (task, entered) = self.spawn(p, Rec::Absent, Dur::Normal, End::Done, &Gates::open());
+        let seen = joined(task.await);
+        self.arm(op, lost, 0);
+        let reaches = op == StoreOp::Claim || wins;
+        if !reaches {
+            return self.judged(p, Rec::Absent, Dur::Normal, lo, seen);
+        }
+        let Seen::Failed(_) = &seen else {
+            return Err(format!(
+                "{p:?} met {fault:?} and saw {seen:?}, not the store's error"
+            ));
+        };
+        let now = self.span(lo);
+        let times = Times::of(Dur::Normal, self.lease);
+        let ran = entered.load(Ordering::SeqCst);
+        if ran != (op == StoreOp::Complete) {
+            return Err(format!("{p:?} met {fault:?}: the body ran: {ran}"));
+        }
+        let value = ran.then(|| self.ran_unanswered(p));
+        match fault {
+            Fault::ClaimFails => {}
+            Fault::ClaimLost if wins => self.model.unsettled(p, None, times, now),
+            Fault::ClaimLost => {}
+            Fault::CompleteFails => self.model.unsettled(p, value, times, now),
+            Fault::CompleteLost => {
+                let value = value.expect("the body ran");
+                self.ledger.lock().unwrap().unanswered.remove(&p);
+                self.model.done(p, &value, times, now);
+            }
+        }
+        self.ledger
+            .lock()
+            .unwrap()
+            .check(p, &Seen::Failed(String::new()))
+    }
+
+    /// The body of `p` ran and its answer never reached the caller: one
+    /// more permitted effect, which a truthful reconcile finds.
+    fn ran_unanswered(&self, p: Payload) -> String {
+        let mut ledger = self.ledger.lock().unwrap();
+        *ledger.permits.entry(p).or_default() += 1;
+        let value = ledger.produced[&p]
+            .last()
+            .cloned()
+            .expect("the body's effect");
+        ledger.unanswered.insert(p, value.clone());
+        value
+    }
+
+    /// Arms (`n` = 1) or disarms (0) a failure or lost answer of `op`.
+    fn arm(&self, op: StoreOp, lost: bool, n: u32) {
+        if lost {
+            self.faulty.lose_answer_next(op, n);
+        } else {
+            self.faulty.fail_next(op, n);
+        }
     }
 
     /// Judges a call's answer, then moves the model.
@@ -302,6 +406,19 @@ impl Sut {
         end: End,
         gates: &Gates,
     ) -> (JoinHandle<Seen>, Arc<AtomicBool>) {
+        self.spawn_call(p, rec, dur, end, gates, false)
+    }
+
+    /// As [`spawn`](Self::spawn); `rerun`: a state update.
+    fn spawn_call(
+        &self,
+        p: Payload,
+        rec: Rec,
+        dur: Dur,
+        end: End,
+        gates: &Gates,
+        rerun: bool,
+    ) -> (JoinHandle<Seen>, Arc<AtomicBool>) {
         let entered = Arc::new(AtomicBool::new(false));
         let call = CallSpec {
             idem: self.idem.clone(),
@@ -310,6 +427,7 @@ impl Sut {
             ledger: self.ledger.clone(),
             entered: entered.clone(),
             gates: gates.clone(),
+            rerun,
         };
         (tokio::spawn(call.run(p, rec, end)), entered)
     }
@@ -530,6 +648,8 @@ struct CallSpec {
     ledger: Arc<Mutex<Ledger>>,
     entered: Arc<AtomicBool>,
     gates: Gates,
+    /// A state update: `mismatch = "rerun"`.
+    rerun: bool,
 }
 
 impl CallSpec {
@@ -570,6 +690,9 @@ impl CallSpec {
             .fingerprint(&format!("{p:?}"));
         if !tombstone.is_zero() {
             call = call.tombstone(tombstone);
+        }
+        if self.rerun {
+            call = call.mismatch(idem::Mismatch::Rerun);
         }
         let (ledger, entered, gates) = (self.ledger.clone(), self.entered, self.gates);
         let body = move || body(p, end, ledger, entered, gates);
