@@ -21,6 +21,7 @@ mod ops;
 mod reference;
 mod regressions;
 mod sut;
+mod tx;
 mod wire;
 
 use sut::Backend;

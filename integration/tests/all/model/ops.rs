@@ -75,6 +75,10 @@ pub(crate) enum Op {
     /// A call run to its end that meets store fault `fault` (no
     /// reconcile, normal durations).
     Faulty { p: Payload, fault: Fault },
+    /// A call run to its end inside a database transaction (the SQL
+    /// stores' transactional mode; a plain call on the others), which then
+    /// commits or rolls back: the body's effect and the record together.
+    TxCall { p: Payload, commit: bool },
     /// A state update (`mismatch = "rerun"`) run to its end: another
     /// payload's record is replaced, a live claim is the lock.
     Rerun { p: Payload },
@@ -105,7 +109,7 @@ pub(crate) enum Op {
 pub(crate) struct Sequences;
 
 /// Op kinds left out of generation, from `IDEM_MODEL_WITHOUT` (a comma
-/// list of `max`, `late`, `purge`, `fails`, `other`, `faults`, `rerun`): to look past a
+/// list of `max`, `late`, `purge`, `fails`, `other`, `faults`, `rerun`, `tx`): to look past a
 /// defect already found for the next one.
 fn without(kind: &str) -> bool {
     static WITHOUT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -166,11 +170,13 @@ impl ReferenceStateMachine for Sequences {
         let advance = (1u8..=6).prop_map(|quarters| Op::Advance { quarters });
         let faulty = (payload(), fault()).prop_map(|(p, fault)| Op::Faulty { p, fault });
         let rerun = payload().prop_map(|p| Op::Rerun { p });
+        let tx = (payload(), any::<bool>()).prop_map(|(p, commit)| Op::TxCall { p, commit });
         if *in_flight {
             return prop_oneof![
                 4 => call,
                 weight("faults", 1) => faulty,
                 weight("rerun", 1) => rerun,
+                weight("tx", 1) => tx,
                 3 => advance,
                 2 => Just(Op::Finish),
                 1 => Just(Op::Drop),
@@ -185,6 +191,7 @@ impl ReferenceStateMachine for Sequences {
             4 => call,
             weight("faults", 2) => faulty,
             weight("rerun", 2) => rerun,
+            weight("tx", 2) => tx,
             3 => start,
             3 => advance,
             1 => Just(Op::Forget),

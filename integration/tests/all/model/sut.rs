@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use super::ops::{Dur, End, Fault, Op, Payload, Rec};
 use super::reference::{Key, Seen, Span, Times};
+use super::tx::SqlTx;
 use super::wire::Wire;
 use super::{mysql_server, pg_server, redis_server, valkey_server};
 
@@ -52,7 +53,17 @@ impl Backend {
 
     /// The store a case runs on, and its operator's side (purge) where it
     /// has one apart from MemoryStore's sweep.
-    async fn store(self, case: u32) -> (FaultyStore, Option<Arc<dyn Admin>>, Option<PathBuf>) {
+    /// The case's store (faults injectable), its admin side, its file
+    /// (SQLite) and its transactional mode (PostgreSQL, MySQL).
+    async fn store(
+        self,
+        case: u32,
+    ) -> (
+        FaultyStore,
+        Option<Arc<dyn Admin>>,
+        Option<PathBuf>,
+        Option<SqlTx>,
+    ) {
         fn both<S: Admin + Clone + 'static>(store: S) -> (FaultyStore, Option<Arc<dyn Admin>>) {
             (FaultyStore::new(store.clone()), Some(Arc::new(store)))
         }
@@ -65,20 +76,28 @@ impl Backend {
                     .join(format!("idem-model-{}-{case}.db", std::process::id()));
                 let store = SqliteStore::open(&file).await.expect("open sqlite");
                 let (faulty, admin) = both(store);
-                return (faulty, admin, Some(file));
+                return (faulty, admin, Some(file), None);
             }
-            Self::Postgres => both(
-                PostgresStore::builder()
+            Self::Postgres => {
+                let url = pg_server::url().await;
+                let store = PostgresStore::builder()
                     .schema(pg_server::unique_schema("model"))
-                    .migrated(&pg_server::url().await)
-                    .await,
-            ),
-            Self::MySql => both(
-                MySqlStore::builder()
+                    .migrated(&url)
+                    .await;
+                let pool = sqlx::PgPool::connect(&url).await.expect("a pool");
+                let (faulty, admin) = both(store.clone());
+                return (faulty, admin, None, Some(SqlTx::Pg(store, pool)));
+            }
+            Self::MySql => {
+                let url = mysql_server::url().await;
+                let store = MySqlStore::builder()
                     .table(mysql_server::unique_table("model"))
-                    .migrated(&mysql_server::url().await)
-                    .await,
-            ),
+                    .migrated(&url)
+                    .await;
+                let pool = sqlx::MySqlPool::connect(&url).await.expect("a pool");
+                let (faulty, admin) = both(store.clone());
+                return (faulty, admin, None, Some(SqlTx::My(store, pool)));
+            }
             Self::Redis | Self::Valkey => {
                 let url = match self {
                     Self::Redis => redis_server::url().await,
@@ -93,7 +112,7 @@ impl Backend {
                 )
             }
         };
-        (faulty, admin, None)
+        (faulty, admin, None, None)
     }
 }
 
@@ -147,7 +166,7 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     /// The body of `p` has its effect: a new value.
-    fn effect(&mut self, p: Payload) -> String {
+    pub(crate) fn effect(&mut self, p: Payload) -> String {
         self.runs += 1;
         let value = format!("{p:?}-{}", self.runs);
         self.produced.entry(p).or_default().push(value.clone());
@@ -156,7 +175,7 @@ impl Ledger {
 
     /// Effects ≤ permits per payload; every answered value was produced
     /// for its payload.
-    fn check(&self, p: Payload, seen: &Seen) -> Result<(), String> {
+    pub(crate) fn check(&self, p: Payload, seen: &Seen) -> Result<(), String> {
         for (q, values) in &self.produced {
             let permits = self.permits.get(q).copied().unwrap_or(0);
             if values.len() > permits as usize {
@@ -200,6 +219,8 @@ pub(crate) struct Sut {
     faulty: FaultyStore,
     admin: Option<Arc<dyn Admin>>,
     file: Option<PathBuf>,
+    /// The transactional mode, on the SQL stores.
+    sql: Option<SqlTx>,
     key: String,
     model: Key,
     ledger: Arc<Mutex<Ledger>>,
@@ -213,7 +234,7 @@ static CASES: AtomicU32 = AtomicU32::new(0);
 impl Sut {
     pub(crate) async fn new(backend: Backend) -> Self {
         let case = CASES.fetch_add(1, Ordering::SeqCst);
-        let (faulty, admin, file) = backend.store(case).await;
+        let (faulty, admin, file, sql) = backend.store(case).await;
         let wire = Wire::new(faulty.clone());
         let lease = backend.lease();
         Self {
@@ -222,6 +243,7 @@ impl Sut {
             faulty,
             admin,
             file,
+            sql,
             key: format!("order-{case}"),
             model: Key::new(lease),
             ledger: Arc::default(),
@@ -242,6 +264,7 @@ impl Sut {
             Op::Call { p, rec, dur, end } => self.call(p, rec, dur, end, lo).await,
             Op::Faulty { p, fault } => self.faulty_call(p, fault, lo).await,
             Op::Rerun { p } => self.rerun(p, lo).await,
+            Op::TxCall { p, commit } => self.tx_call(p, commit, lo).await,
             Op::Start { p, rec, late } => self.start_holder(p, rec, late, lo).await,
             Op::Finish => self.finish(lo).await,
             Op::Drop => self.drop_holder(lo).await,
@@ -272,6 +295,36 @@ impl Sut {
         let (task, _) = self.spawn(p, rec, dur, end, &gates);
         let seen = joined(task.await);
         self.judged(p, rec, dur, lo, seen)
+    }
+
+    /// A call of `p` in a transaction that then commits or rolls back (a
+    /// plain call where the store has no transactional mode).
+    async fn tx_call(&mut self, p: Payload, commit: bool, lo: Duration) -> Result<(), String> {
+        let (rec, dur) = (Rec::Absent, Dur::Normal);
+        let Some(sql) = &self.sql else {
+            return self.call(p, rec, dur, End::Done, lo).await;
+        };
+        let times = Times::of(dur, self.lease);
+        let call = self
+            .idem
+            .call("model", self.key.as_str())
+            .ttl(times.ttl)
+            .lease(times.lease)
+            .tombstone(times.tombstone)
+            .fingerprint(&format!("{p:?}"));
+        let seen = sql.run(call, p, &self.ledger, commit).await;
+        if commit {
+            return self.judged(p, rec, dur, lo, seen);
+        }
+        // Rolled back: the key as it was, the effect undone.
+        self.model.judge(p, rec, dur, self.span(lo), &seen)?;
+        if let Seen::Ran(value) = &seen {
+            let mut ledger = self.ledger.lock().unwrap();
+            *ledger.permits.entry(p).or_default() += 1;
+            ledger.check(p, &seen)?;
+            ledger.produced.entry(p).or_default().retain(|v| v != value);
+        }
+        Ok(())
     }
 
     /// A state update of `p`, run to its end.
@@ -748,7 +801,7 @@ async fn reconcile(
     Ok(found)
 }
 
-fn classify(out: Result<String, Fail>, entered: bool, reconciled: bool) -> Seen {
+pub(crate) fn classify(out: Result<String, Fail>, entered: bool, reconciled: bool) -> Seen {
     match out {
         Ok(value) if entered => Seen::Ran(value),
         Ok(value) if reconciled => Seen::Reconciled(value),
