@@ -22,7 +22,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use idem::Store;
 use idem::admin::{Admin, ListFilter};
-use idem::http::{IdempotencyLayer, Transaction};
+use idem::http::{IdempotencyLayer, TokenIssuer, Transaction};
 use idem::transaction::Transactional;
 use serde_json::{Value, json};
 
@@ -161,13 +161,20 @@ async fn create<S: HttpTx>(
 
 /// The orders API in the transactional mode, on a server of its own.
 async fn shop<S: HttpTx>(f: &Fixture<S>, key_required: bool) -> Server {
+    shop_with(
+        f,
+        IdempotencyLayer::new(f.idem.clone()).key_required(key_required),
+    )
+    .await
+}
+
+/// The orders API behind `layer` set to the transactional mode.
+async fn shop_with<S: HttpTx>(f: &Fixture<S>, layer: IdempotencyLayer) -> Server {
     let shop = Arc::new(Shop::<S> {
         orders: f.orders.clone(),
         store: f.store.clone(),
     });
-    let layer = IdempotencyLayer::new(f.idem.clone())
-        .key_required(key_required)
-        .transactional(f.store.clone());
+    let layer = layer.transactional(f.store.clone());
     serve(
         Router::new()
             .route("/orders", post(create::<S>))
@@ -271,6 +278,25 @@ async fn a_client_that_goes_away_still_gets_its_order_on_retry<S: HttpTx>() {
     assert_eq!((f.orders().await, f.completed().await), (1, 1));
 }
 
+async fn server_issued_keys_work_in_the_mode<S: HttpTx>() {
+    let f = fixture::<S>("http_tx_tokens").await;
+    let issuer = TokenIssuer::new("a secret of 32 bytes or more.....");
+    let server = shop_with(
+        &f,
+        IdempotencyLayer::new(f.idem.clone()).tokens(issuer.clone()),
+    )
+    .await;
+    // An anonymous caller's token (the default principal: none).
+    let token = issuer.issue(b"");
+    let first = order(&server, Some(&token), "o-1", &[]).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
+    let again = order(&server, Some(&token), "o-1", &[]).await;
+    assert!(again.replayed());
+    let forged = order(&server, Some("not-a-token"), "o-2", &[]).await;
+    assert!(forged.status.is_client_error(), "{forged:?}");
+    assert_eq!((f.orders().await, f.completed().await), (1, 1));
+}
+
 async fn a_keyless_request_commits_its_own_transaction<S: HttpTx>() {
     let f = fixture::<S>("http_tx_keyless").await;
     let server = shop(&f, false).await;
@@ -309,6 +335,7 @@ on_each_server!(
     a_duplicate_meanwhile_gets_409_then_the_replay,
     a_keyless_request_commits_its_own_transaction,
     a_client_that_goes_away_still_gets_its_order_on_retry,
+    server_issued_keys_work_in_the_mode,
 );
 
 /// A handler that takes `Transaction` behind a layer without the mode is
