@@ -1,4 +1,5 @@
-//! Buffering a guarded request's body within the layer's limit.
+//! Buffering a guarded request's body within the layer's limit, and typing
+//! the call's body closure (what the attempt runs) as run once.
 
 use axum::body::Body;
 use axum::http::header;
@@ -29,4 +30,9 @@ pub(crate) async fn read_body(parts: &Parts, body: Body, limit: usize) -> Result
             format!("The request body could not be read: {err}."),
         )),
     }
+}
+
+/// `body`, typed as run once (a closure bound to a name is not).
+pub(crate) fn once<F: FnOnce() -> R, R>(body: F) -> F {
+    body
 }

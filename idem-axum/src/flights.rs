@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -89,5 +90,19 @@ impl Drop for Lead {
         if !self.ended {
             self.publish(Ended::Failed(None));
         }
+    }
+}
+
+/// Waits up to `wait` for the end of the attempt a duplicate follows.
+pub(crate) async fn follow(
+    mut end: watch::Receiver<Option<Ended>>,
+    wait: Duration,
+) -> Option<Ended> {
+    let ended = tokio::time::timeout(wait, end.wait_for(Option::is_some)).await;
+    match ended {
+        Ok(Ok(ended)) => ended.clone(),
+        // The attempt's task is gone (the runtime stopped): as failed.
+        Ok(Err(_)) => Some(Ended::Failed(None)),
+        Err(_) => None,
     }
 }

@@ -12,7 +12,7 @@ use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tower::Service;
 
 use crate::answers::{failed_attempt, replay, response_failed};
@@ -178,7 +178,7 @@ where
             Joined::Lead(joined) => lead = Some(joined),
             Joined::Follow(end) => {
                 let started = Instant::now();
-                match follow(end, wait).await {
+                match crate::flights::follow(end, wait).await {
                     Some(Ended::Failed(answer)) => {
                         let _ = reply.send(Ok(failed_attempt(answer, accept_encoding.as_ref())));
                         return;
@@ -246,7 +246,7 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let body = once(|| {
+    let body = crate::body::once(|| {
         // A call runs its body at most once, and a second call is made
         // only while the request is still here.
         let (inner, request) = unsent.take().expect("the request is sent once");
@@ -256,11 +256,6 @@ where
         Some(store) => call.on(store).run_apart(body).await,
         None => call.run_apart(body).await,
     }
-}
-
-/// `body`, typed as run once (a closure bound to a name is not).
-fn once<F: FnOnce() -> R, R>(body: F) -> F {
-    body
 }
 
 /// The call for a request's key, before its wait and fingerprint.
@@ -290,17 +285,6 @@ fn refused_as_another<T, E>(reported: &Reported<Result<T, Failed<E>>>) -> bool {
         reported.result,
         Err(Failed::Idem(Error::FingerprintMismatch { .. }))
     )
-}
-
-/// Waits up to `wait` for the end of the attempt a duplicate follows.
-async fn follow(mut end: watch::Receiver<Option<Ended>>, wait: Duration) -> Option<Ended> {
-    let ended = tokio::time::timeout(wait, end.wait_for(Option::is_some)).await;
-    match ended {
-        Ok(Ok(ended)) => ended.clone(),
-        // The attempt's task is gone (the runtime stopped): as failed.
-        Ok(Err(_)) => Some(Ended::Failed(None)),
-        Err(_) => None,
-    }
 }
 
 /// Runs the inner service and captures its answer. The answer reaches the
