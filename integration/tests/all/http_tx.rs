@@ -49,73 +49,53 @@ pub(crate) trait HttpTx: TxServer<Store: Transactional<Conn = Self::Conn>> {
     fn orders_by_key(orders: &str) -> Boxed<'_, Vec<(String, i64)>>;
 }
 
-impl HttpTx for Pg {
-    type Conn = sqlx::PgConnection;
+/// `HttpTx` for a server whose orders are inserted by `$insert` on a
+/// `$conn`; `$id` reads an order's id as a signed integer.
+macro_rules! http_tx {
+    ($server:ty, $conn:ty, $insert:path, $id:literal) => {
+        impl HttpTx for $server {
+            type Conn = $conn;
 
-    fn insert<'c>(
-        conn: &'c mut Self::Conn,
-        orders: &'c str,
-        key: &'c str,
-        sku: &'c str,
-    ) -> Boxed<'c, Order> {
-        Box::pin(sql_pg::insert_order(conn, orders, key, sku))
-    }
+            fn insert<'c>(
+                conn: &'c mut Self::Conn,
+                orders: &'c str,
+                key: &'c str,
+                sku: &'c str,
+            ) -> Boxed<'c, Order> {
+                Box::pin($insert(conn, orders, key, sku))
+            }
 
-    fn insert_on_pool<'c>(
-        pool: &'c sqlx::Pool<Self::Db>,
-        orders: &'c str,
-        key: &'c str,
-    ) -> Boxed<'c, Order> {
-        Box::pin(async move {
-            let mut conn = pool.acquire().await.unwrap();
-            sql_pg::insert_order(&mut conn, orders, key, "tea").await
-        })
-    }
+            fn insert_on_pool<'c>(
+                pool: &'c sqlx::Pool<Self::Db>,
+                orders: &'c str,
+                key: &'c str,
+            ) -> Boxed<'c, Order> {
+                Box::pin(async move {
+                    let mut conn = pool.acquire().await.unwrap();
+                    $insert(&mut conn, orders, key, "tea").await
+                })
+            }
 
-    fn orders_by_key(orders: &str) -> Boxed<'_, Vec<(String, i64)>> {
-        Box::pin(async move {
-            let pool = sqlx::Pool::<Self::Db>::connect(&Self::url().await)
-                .await
-                .unwrap();
-            let select = format!("SELECT order_key, id FROM {orders}");
-            sqlx::query_as(&select).fetch_all(&pool).await.unwrap()
-        })
-    }
+            fn orders_by_key(orders: &str) -> Boxed<'_, Vec<(String, i64)>> {
+                Box::pin(async move {
+                    let pool = sqlx::Pool::<Self::Db>::connect(&Self::url().await)
+                        .await
+                        .unwrap();
+                    let select = format!(concat!("SELECT order_key, ", $id, " FROM {}"), orders);
+                    sqlx::query_as(&select).fetch_all(&pool).await.unwrap()
+                })
+            }
+        }
+    };
 }
 
-impl HttpTx for My {
-    type Conn = sqlx::MySqlConnection;
-
-    fn insert<'c>(
-        conn: &'c mut Self::Conn,
-        orders: &'c str,
-        key: &'c str,
-        sku: &'c str,
-    ) -> Boxed<'c, Order> {
-        Box::pin(sql_mysql::insert_order(conn, orders, key, sku))
-    }
-
-    fn insert_on_pool<'c>(
-        pool: &'c sqlx::Pool<Self::Db>,
-        orders: &'c str,
-        key: &'c str,
-    ) -> Boxed<'c, Order> {
-        Box::pin(async move {
-            let mut conn = pool.acquire().await.unwrap();
-            sql_mysql::insert_order(&mut conn, orders, key, "tea").await
-        })
-    }
-
-    fn orders_by_key(orders: &str) -> Boxed<'_, Vec<(String, i64)>> {
-        Box::pin(async move {
-            let pool = sqlx::Pool::<Self::Db>::connect(&Self::url().await)
-                .await
-                .unwrap();
-            let select = format!("SELECT order_key, CAST(id AS SIGNED) FROM {orders}");
-            sqlx::query_as(&select).fetch_all(&pool).await.unwrap()
-        })
-    }
-}
+http_tx!(Pg, sqlx::PgConnection, sql_pg::insert_order, "id");
+http_tx!(
+    My,
+    sqlx::MySqlConnection,
+    sql_mysql::insert_order,
+    "CAST(id AS SIGNED)"
+);
 
 /// What the handler writes to, and the store whose claims `x-forget`
 /// removes.

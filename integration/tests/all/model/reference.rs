@@ -146,13 +146,12 @@ impl Key {
         }
     }
 
-    /// The claim stage's allowed answers to payload `p` at `now`; a
-    /// state update (`rerun`) replaces another payload's record and waits
-    /// on any live claim.
+    /// The claim stage's allowed answers to payload `p` at `now`. Another
+    /// payload is refused, except by a state update (`rerun`), which
+    /// replaces another payload's record (or tombstone) and waits on any
+    /// live claim; a lapsed claim of another payload refuses both.
     fn expect(&self, p: Payload, now: Span, rerun: bool) -> Vec<Expect> {
-        if rerun {
-            return self.expect_rerun(p, now);
-        }
+        let other = |replaced: Expect| if rerun { replaced } else { Expect::Mismatch };
         let mut out = Vec::new();
         match &self.slot {
             Slot::Free => out.push(Expect::Fresh),
@@ -167,14 +166,14 @@ impl Key {
                     out.push(if same {
                         Expect::Replay(value.clone())
                     } else {
-                        Expect::Mismatch
+                        other(Expect::Fresh)
                     });
                 }
                 if Span::maybe_after(now, *until) && Span::maybe_before(now, *gone) {
                     out.push(if same {
                         Expect::Expired
                     } else {
-                        Expect::Mismatch
+                        other(Expect::Fresh)
                     });
                 }
                 if Span::maybe_after(now, *gone) {
@@ -184,7 +183,7 @@ impl Key {
             Slot::Held(held) if held.live => out.push(if held.p == p {
                 Expect::InProgress
             } else {
-                Expect::Mismatch
+                other(Expect::InProgress)
             }),
             Slot::Held(held) => {
                 let same = held.p == p;
@@ -192,12 +191,13 @@ impl Key {
                     out.push(if same {
                         Expect::InProgress
                     } else {
-                        Expect::Mismatch
+                        other(Expect::InProgress)
                     });
                 }
                 if Span::maybe_after(now, held.lease_end) {
                     // Another payload after a vanished holder: refused
-                    // (issue 44 item 4), as while its lease was live.
+                    // (issue 44 item 4), as while its lease was live, and
+                    // by a state update too (it may have had its effect).
                     out.push(if same {
                         Expect::Takeover(held.effect.clone())
                     } else {
@@ -253,54 +253,6 @@ impl Key {
             "rerun {p:?} saw {seen:?}; the key is {:?}, so allowed: {expected:?}",
             self.slot
         ))
-    }
-
-    /// A state update's answers: the record of another payload is
-    /// replaced (and its tombstone), a live claim of either payload is
-    /// the lock, and a lapsed claim of another is still refused.
-    fn expect_rerun(&self, p: Payload, now: Span) -> Vec<Expect> {
-        let mut out = Vec::new();
-        match &self.slot {
-            Slot::Free => out.push(Expect::Fresh),
-            Slot::Done {
-                p: q,
-                value,
-                until,
-                gone,
-            } => {
-                let same = *q == p;
-                if Span::maybe_before(now, *until) {
-                    out.push(if same {
-                        Expect::Replay(value.clone())
-                    } else {
-                        Expect::Fresh
-                    });
-                }
-                if Span::maybe_after(now, *until) && Span::maybe_before(now, *gone) {
-                    out.push(if same { Expect::Expired } else { Expect::Fresh });
-                }
-                if Span::maybe_after(now, *gone) {
-                    out.push(Expect::Fresh);
-                }
-            }
-            Slot::Held(held) if held.live => out.push(Expect::InProgress),
-            Slot::Held(held) => {
-                if Span::maybe_before(now, held.lease_end) {
-                    out.push(Expect::InProgress);
-                }
-                if Span::maybe_after(now, held.lease_end) {
-                    out.push(if held.p == p {
-                        Expect::Takeover(held.effect.clone())
-                    } else {
-                        Expect::Mismatch
-                    });
-                }
-                if Span::maybe_after(now, held.evidence) {
-                    out.push(Expect::Fresh);
-                }
-            }
-        }
-        out
     }
 
     /// Whether a plain call of `p` (no reconcile) at `now` surely wins the
