@@ -20,6 +20,10 @@ mod client;
 mod detach;
 #[cfg(all(feature = "tonic", feature = "memory"))]
 mod grpc;
+#[cfg(all(feature = "tonic", feature = "memory"))]
+mod grpc_answers;
+#[cfg(all(feature = "tonic", feature = "memory"))]
+mod grpc_keys;
 #[cfg(all(feature = "axum", feature = "memory"))]
 mod http;
 #[cfg(all(
