@@ -83,7 +83,7 @@ impl fmt::Debug for IdempotencyLayer {
 }
 
 /// `OK` and the deterministic errors, which a retry would get again.
-fn default_store_code(code: Code) -> bool {
+pub(crate) fn default_store_code(code: Code) -> bool {
     matches!(
         code,
         Code::Ok

@@ -102,6 +102,7 @@
 #![forbid(unsafe_code)]
 
 mod answers;
+mod attribute;
 pub mod client;
 mod layer;
 mod scope;
@@ -109,6 +110,13 @@ mod service;
 mod stored;
 
 pub use answers::DOMAIN;
+
+/// What `#[idempotent]` expands to on a tonic service method. Not public
+/// API: names here may change in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::attribute::*;
+}
 pub use layer::IdempotencyLayer;
 pub use service::IdempotencyService;
 

@@ -24,6 +24,8 @@ mod grpc;
 mod grpc_answers;
 #[cfg(all(feature = "tonic", feature = "memory"))]
 mod grpc_keys;
+#[cfg(all(feature = "tonic", feature = "memory"))]
+mod grpc_service;
 #[cfg(all(feature = "axum", feature = "memory"))]
 mod http;
 #[cfg(all(
