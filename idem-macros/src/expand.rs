@@ -10,7 +10,7 @@ use syn::spanned::Spanned;
 use crate::args::{Args, Duration, Errors, Fingerprint, Mismatch};
 use crate::diagnostics::Diagnostics;
 use crate::digest;
-use crate::model::{Grpc, Model};
+use crate::model::Model;
 use crate::parse;
 use crate::spans::{self, SpanRange};
 
@@ -72,25 +72,13 @@ fn gen_body(model: &Model<'_>) -> TokenStream {
     let (predicate, errors) = gen_error_policy(model);
     let run = gen_run(model, errors);
     let site = crate::site::gen_site(model);
-    let run = answered(model, run);
+    let run = crate::grpc::answered(model, run);
     quote! {
         #site
         let __idem_errors = #error_type::<#err_ty>();
         #digest
         #predicate
         #run
-    }
-}
-
-/// The call's answer as the fn returns it: for a tonic method, the stored
-/// `Reply`/`StatusRecord` turned back into `Response`/`Status`.
-fn answered(model: &Model<'_>, answer: TokenStream) -> TokenStream {
-    match &model.grpc {
-        Some(grpc) => {
-            let runtime = &grpc.private;
-            quote!(#runtime::answer(#answer))
-        }
-        None => answer,
     }
 }
 
@@ -105,7 +93,7 @@ fn gen_bail(model: &Model<'_>) -> TokenStream {
         quote!(#private::bail::<#ret>(__idem_errors, __idem_error)),
         model.types.ok_span,
     );
-    let bail = answered(model, bail);
+    let bail = crate::grpc::answered(model, bail);
     quote!(return #bail)
 }
 
@@ -254,7 +242,7 @@ fn gen_error_policy(model: &Model<'_>) -> (TokenStream, TokenStream) {
     let private = &model.private;
     let err_ty = &model.types.err;
     if let Some(grpc) = &model.grpc {
-        return gen_grpc_error_policy(model, grpc);
+        return crate::grpc::error_policy(model, grpc);
     }
     match &model.args.errors {
         None | Some(Errors::Release) => (quote!(), quote!()),
@@ -271,36 +259,6 @@ fn gen_error_policy(model: &Model<'_>) -> (TokenStream, TokenStream) {
             (
                 quote! { let __idem_predicate: #ty = #path; },
                 quote!(.errors(#store_if(__idem_predicate))),
-            )
-        }
-    }
-}
-
-/// A tonic method's policy, over its stored `StatusRecord`: by default
-/// §14's stored codes; `errors = path` asks a `fn(&Status) -> bool`.
-fn gen_grpc_error_policy(model: &Model<'_>, grpc: &Grpc) -> (TokenStream, TokenStream) {
-    let private = &model.private;
-    let runtime = &grpc.private;
-    let record = &model.types.err;
-    match &model.args.errors {
-        None => (
-            quote!(),
-            quote!(.errors(#private::store_if::<#record>(#runtime::stored_code))),
-        ),
-        Some(Errors::Release) => (quote!(), quote!()),
-        Some(Errors::Replay(span)) => {
-            let replay = spans::respan(quote!(#private::replay::<#record>()), *span);
-            (quote!(), quote!(.errors(#replay)))
-        }
-        Some(Errors::Predicate(path)) => {
-            let range = SpanRange::of(path);
-            let status = spans::respan(grpc.status.clone(), range.first);
-            let ty = quote_spanned!(range.first=> fn(&#status) -> bool);
-            (
-                quote! { let _: #ty = #path; },
-                quote!(.errors(#private::store_if::<#record>(
-                    |__idem_status: &#record| (#path)(#runtime::StatusRecord::status(__idem_status))
-                ))),
             )
         }
     }
