@@ -72,6 +72,7 @@ fn gen_body(model: &Model<'_>) -> TokenStream {
     let (predicate, errors) = gen_error_policy(model);
     let run = gen_run(model, errors);
     let site = crate::site::gen_site(model);
+    let run = crate::grpc::answered(model, run);
     quote! {
         #site
         let __idem_errors = #error_type::<#err_ty>();
@@ -92,6 +93,7 @@ fn gen_bail(model: &Model<'_>) -> TokenStream {
         quote!(#private::bail::<#ret>(__idem_errors, __idem_error)),
         model.types.ok_span,
     );
+    let bail = crate::grpc::answered(model, bail);
     quote!(return #bail)
 }
 
@@ -239,6 +241,9 @@ fn gen_durations<'a>(
 fn gen_error_policy(model: &Model<'_>) -> (TokenStream, TokenStream) {
     let private = &model.private;
     let err_ty = &model.types.err;
+    if let Some(grpc) = &model.grpc {
+        return crate::grpc::error_policy(model, grpc);
+    }
     match &model.args.errors {
         None | Some(Errors::Release) => (quote!(), quote!()),
         Some(Errors::Replay(span)) => {
@@ -285,15 +290,31 @@ fn gen_run(model: &Model<'_>, errors: TokenStream) -> TokenStream {
     let block = &model.func.block;
     // The body is handed the takeover to reconcile; without `reconcile`
     // it is always `None`.
-    let body = match gen_reconcile(model) {
-        None => quote! {
+    let body = match (&model.grpc, gen_reconcile(model)) {
+        // The user's block in an async block of its own, so its `return`
+        // and `?` answer the method's own type.
+        (Some(grpc), _) => {
+            let runtime = &grpc.private;
+            quote! {
+                move |_: ::core::option::Option<#private::Takeover>| async move {
+                    let __idem_return: #ret = async move {
+                        let __idem_return: #ret = #block;
+                        #[allow(unreachable_code)]
+                        __idem_return
+                    }
+                    .await;
+                    #runtime::record(__idem_return)
+                }
+            }
+        }
+        (None, None) => quote! {
             move |_: ::core::option::Option<#private::Takeover>| async move {
                 let __idem_return: #ret = #block;
                 #[allow(unreachable_code)]
                 __idem_return
             }
         },
-        Some(reconcile) => quote! {
+        (None, Some(reconcile)) => quote! {
             move |__idem_takeover: ::core::option::Option<#private::Takeover>| async move {
                 if let ::core::option::Option::Some(__idem_takeover) = __idem_takeover {
                     #reconcile

@@ -13,6 +13,7 @@ mod diagnostics;
 mod digest;
 mod duration;
 mod expand;
+mod grpc;
 mod model;
 mod parse;
 mod return_type;

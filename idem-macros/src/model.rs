@@ -11,7 +11,7 @@ use crate::args::Args;
 use crate::detach;
 use crate::diagnostics::Diagnostics;
 use crate::digest::Derived;
-use crate::return_type::{self, ReturnShape};
+use crate::return_type::{self, ReturnShape, TonicShape};
 use crate::spans::{self, SpanRange};
 
 pub(crate) struct Model<'a> {
@@ -30,6 +30,17 @@ pub(crate) struct Model<'a> {
     pub hashed: Vec<(Ident, Vec<Attribute>)>,
     /// What the derived digest is used for, if it is needed.
     pub derived: Option<Derived>,
+    /// A tonic service method (`Result<Response<M>, Status>`), stored
+    /// through `idem::grpc`.
+    pub grpc: Option<Grpc>,
+}
+
+/// A tonic service method: the runtime's path and the user's status type.
+pub(crate) struct Grpc {
+    /// `::idem::grpc::__private`.
+    pub private: TokenStream,
+    /// The status type as written.
+    pub status: TokenStream,
 }
 
 /// The return type, and its `Ok` and error types named with the user's
@@ -73,8 +84,26 @@ impl<'a> Model<'a> {
             .clone()
             .unwrap_or_else(|| syn::parse_quote!(::idem));
         let private = quote!(#krate::__private);
+        let tonic = TonicShape::of(ret);
+        if let (Some(_), Some(reconcile)) = (&tonic, &args.reconcile) {
+            diagnostics.push(syn::Error::new_spanned(
+                reconcile,
+                "`reconcile = …` is not supported on a tonic service method (`Result<Response<M>, Status>`): put `#[idempotent(reconcile = …)]` on a fn of your own that the method calls",
+            ));
+        }
+        let (types, grpc) = match tonic {
+            Some(tonic) => {
+                let grpc = Grpc {
+                    private: quote!(#krate::grpc::__private),
+                    status: tonic.status.to_token_stream(),
+                };
+                (Types::tonic(&private, &grpc, &tonic), Some(grpc))
+            }
+            None => (Types::new(&private, ret), None),
+        };
         Some(Model {
-            types: Types::new(&private, ret),
+            types,
+            grpc,
             spelled_ok: ReturnShape::of(ret).ok.is_some(),
             private,
             ret,
@@ -103,6 +132,27 @@ impl Types {
         let ok_span = SpanRange::of(&ok).first;
         Types {
             ret,
+            ok,
+            err,
+            ok_span,
+        }
+    }
+}
+
+impl Types {
+    /// A tonic method's answer as the call stores it: `Reply<M>` and
+    /// `StatusRecord`, spanned at the user's `M` and status type.
+    fn tonic(private: &TokenStream, grpc: &Grpc, tonic: &TonicShape<'_>) -> Self {
+        let runtime = &grpc.private;
+        let message = tonic.message;
+        let ok_span = SpanRange::of(message).first;
+        let ok = spans::respan(quote!(#runtime::Reply<#message>), ok_span);
+        let err = spans::respan(
+            quote!(#runtime::StatusRecord),
+            SpanRange::of(tonic.status).first,
+        );
+        Types {
+            ret: quote!(#private::Result<#ok, #err>),
             ok,
             err,
             ok_span,

@@ -55,6 +55,44 @@ impl<'a> ReturnShape<'a> {
     }
 }
 
+/// The message and status types of a tonic service method's return type,
+/// spelled `…Result<…Response<M>, …Status>`: the expansion stores it
+/// through `idem::grpc`, since neither type is serde.
+pub(crate) struct TonicShape<'a> {
+    pub message: &'a Type,
+    pub status: &'a Type,
+}
+
+impl<'a> TonicShape<'a> {
+    pub(crate) fn of(ret: &'a Type) -> Option<Self> {
+        let shape = ReturnShape::of(ret);
+        let (ok, err) = (shape.ok?, shape.err?);
+        let message = last_segment(ok, "Response")?;
+        last_segment(err, "Status")?;
+        let PathArguments::AngleBracketed(args) = &message.arguments else {
+            return None;
+        };
+        let mut types = args.args.iter().filter_map(|arg| match arg {
+            GenericArgument::Type(ty) => Some(ty),
+            _ => None,
+        });
+        let message = types.next()?;
+        types.next().is_none().then_some(TonicShape {
+            message,
+            status: err,
+        })
+    }
+}
+
+/// The last segment of a path type, if it is `name`.
+fn last_segment<'a>(ty: &'a Type, name: &str) -> Option<&'a syn::PathSegment> {
+    let Type::Path(path) = unwrap_group(ty) else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    (path.qself.is_none() && last.ident == name).then_some(last)
+}
+
 fn unwrap_group(ty: &Type) -> &Type {
     match ty {
         Type::Group(group) => unwrap_group(&group.elem),

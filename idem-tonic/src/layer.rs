@@ -7,18 +7,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderName;
+use http::request::Parts;
 use tonic::Code;
 
 use idem_core::Idempotency;
 
-use crate::scope::{self, Canonical};
+use crate::scope::{self, Canonical, KeyField};
 
 /// What the layer knows of one guarded method.
 #[derive(Clone, Default)]
 pub(crate) struct Method {
     pub(crate) required: bool,
     pub(crate) canonical: Option<Arc<Canonical>>,
+    /// Whether `canonical` also reads the key from a field.
+    pub(crate) key_field: bool,
 }
+
+/// The application's principal: a function of the request.
+pub(crate) type Principal = dyn Fn(&Parts) -> Option<String> + Send + Sync;
 
 #[derive(Clone)]
 pub(crate) struct Config {
@@ -26,6 +32,9 @@ pub(crate) struct Config {
     pub(crate) methods: HashMap<String, Method>,
     pub(crate) ttl: Duration,
     pub(crate) lease: Option<Duration>,
+    pub(crate) tombstone: Option<Duration>,
+    /// `None`: a hash of the `authorization` metadata.
+    pub(crate) principal: Option<Arc<Principal>>,
     pub(crate) wait: Duration,
     pub(crate) stored_metadata: Vec<HeaderName>,
     pub(crate) store_code: fn(Code) -> bool,
@@ -74,7 +83,7 @@ impl fmt::Debug for IdempotencyLayer {
 }
 
 /// `OK` and the deterministic errors, which a retry would get again.
-fn default_store_code(code: Code) -> bool {
+pub(crate) fn default_store_code(code: Code) -> bool {
     matches!(
         code,
         Code::Ok
@@ -104,6 +113,8 @@ impl IdempotencyLayer {
                 methods: HashMap::new(),
                 ttl: Duration::from_secs(24 * 3600),
                 lease: None,
+                tombstone: None,
+                principal: None,
                 wait: Duration::ZERO,
                 stored_metadata: Vec::new(),
                 store_code: default_store_code,
@@ -157,8 +168,85 @@ impl IdempotencyLayer {
         M: prost::Message + Default + serde::Serialize + 'static,
     {
         self.method(path, |method| {
-            method.canonical = Some(Arc::new(scope::decoded::<M>));
+            method.canonical = Some(Arc::new(|bytes: &[u8]| scope::decoded::<M>(bytes, None)));
+            method.key_field = false;
         })
+    }
+
+    /// Guards the unary method at `path` as [`message`](Self::message),
+    /// and takes a call's key from a field of its decoded request when the
+    /// call has no `idempotency-key` metadata: AIP-155's `request_id`,
+    /// which a client sets once per logical call and sends again on every
+    /// retry. The metadata, when present, wins; an empty field is no key
+    /// (the call passes through, or is refused if [`required`](Self::required));
+    /// a field that is not 1 to 255 visible ASCII characters is
+    /// `INVALID_ARGUMENT`. A compressed request message cannot be read
+    /// here, so it carries no key from its field.
+    ///
+    /// ```
+    /// #[derive(Clone, PartialEq, prost::Message, serde::Serialize)]
+    /// struct CreateOrder {
+    ///     #[prost(string, tag = "1")]
+    ///     sku: String,
+    ///     #[prost(string, tag = "2")]
+    ///     request_id: String,
+    /// }
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let layer = idem::grpc::IdempotencyLayer::new(idem)
+    ///     .key_field("/shop.Orders/Create", |request: &CreateOrder| &request.request_id);
+    /// # let _ = layer;
+    /// ```
+    pub fn key_field<M, F>(self, path: &str, field: F) -> Self
+    where
+        M: prost::Message + Default + serde::Serialize + 'static,
+        F: for<'a> Fn(&'a M) -> &'a str + Send + Sync + 'static,
+    {
+        let field: Arc<KeyField<M>> = Arc::new(field);
+        self.method(path, move |method| {
+            method.canonical = Some(Arc::new(move |bytes: &[u8]| {
+                scope::decoded::<M>(bytes, Some(&*field))
+            }));
+            method.key_field = true;
+        })
+    }
+
+    /// Who calls, as part of a key's scope: two principals using the same
+    /// key never see each other's answers. Typically reads what an
+    /// authentication layer placed outside this one put into the request's
+    /// extensions; `None` is the anonymous principal. Replaces the
+    /// default, a SHA-256 hash of the `authorization` metadata (the
+    /// credential itself never reaches the store or the logs).
+    ///
+    /// ```
+    /// #[derive(Clone)]
+    /// struct Tenant(String);
+    ///
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let layer = idem::grpc::IdempotencyLayer::new(idem)
+    ///     .principal(|request| request.extensions.get::<Tenant>().map(|t| t.0.clone()));
+    /// # let _ = layer;
+    /// ```
+    pub fn principal(
+        mut self,
+        principal: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.config().principal = Some(Arc::new(principal));
+        self
+    }
+
+    /// Keeps a tombstone for `tombstone` after an answer's TTL (SPEC §13):
+    /// a duplicate that comes that late gets `FAILED_PRECONDITION` (reason
+    /// `IDEMPOTENCY_KEY_EXPIRED`) instead of running the handler again.
+    ///
+    /// ```
+    /// # let idem = idem::Idempotency::new(idem::MemoryStore::new());
+    /// let layer = idem::grpc::IdempotencyLayer::new(idem)
+    ///     .tombstone(std::time::Duration::from_secs(30 * 24 * 3600));
+    /// # let _ = layer;
+    /// ```
+    pub fn tombstone(mut self, tombstone: Duration) -> Self {
+        self.config().tombstone = Some(tombstone);
+        self
     }
 
     /// Guards the unary method at `path` and refuses a call without a key

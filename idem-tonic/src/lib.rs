@@ -22,7 +22,8 @@
 //! - **Client.** [`client::RetryLayer`] around a tonic `Channel` keeps
 //!   one key per logical call across its retries (§14's retry rules).
 //! - **Service methods.** `#[idempotent]` goes directly on the methods of
-//!   a `#[tonic::async_trait]` service impl.
+//!   a `#[tonic::async_trait]` service impl, `Result<Response<M>, Status>`
+//!   and all: the answer is stored and replayed as the layer's is.
 //!
 //! ```no_run
 //! use idem::grpc::IdempotencyLayer;
@@ -53,6 +54,35 @@
 //! in another order, are the same request; `required(path)` refuses a call
 //! without a key. Methods not named (every streaming method) are passed
 //! through untouched: the layer never reads a stream.
+//!
+//! **Where the key comes from.** The `idempotency-key` metadata, or, for
+//! a method registered with [`key_field`](IdempotencyLayer::key_field),
+//! a field of the decoded request when the metadata is absent (AIP-155's
+//! `request_id`, which the client sets once per logical call):
+//!
+//! ```
+//! use idem::grpc::IdempotencyLayer;
+//! use idem::{Idempotency, MemoryStore};
+//!
+//! #[derive(Clone, PartialEq, prost::Message, serde::Serialize)]
+//! struct CreateOrderRequest {
+//!     #[prost(string, tag = "1")]
+//!     sku: String,
+//!     #[prost(string, tag = "2")]
+//!     request_id: String,
+//! }
+//!
+//! let layer = IdempotencyLayer::new(Idempotency::new(MemoryStore::new()))
+//!     .key_field("/shop.Orders/Create", |request: &CreateOrderRequest| &request.request_id)
+//!     .required("/shop.Orders/Create");
+//! # let _ = layer;
+//! ```
+//!
+//! **Whose key.** A key is scoped by the full method path and the caller:
+//! by default a hash of the `authorization` metadata, so two credentials
+//! never share an answer; [`principal`](IdempotencyLayer::principal) puts
+//! the application's own notion of the caller there instead (a tenant an
+//! authentication layer outside this one put into the extensions).
 //!
 //! **What a duplicate gets.** The stored answer: the status code and
 //! message, the response message, `grpc-status-details-bin`, and the
@@ -88,12 +118,66 @@
 //! # }
 //! ```
 //!
-//! **Service methods.** `#[idempotent]` can also sit on a method of a
-//! `#[tonic::async_trait]` impl whose `Ok` type is serializable and whose
-//! error type is `From<idem::Error>` (a domain trait your handlers call).
-//! A tonic-generated method itself returns `Result<Response<M>, Status>`,
-//! which the attribute cannot store (`Response<M>` is not serde) — guard
-//! those with the layer.
+//! **Service methods.** Without the layer, `#[idempotent]` goes directly
+//! on a method of a `#[tonic::async_trait]` service impl, the trait
+//! tonic-build generated, under it. A return type spelled
+//! `Result<…Response<M>, …Status>` is taken for a tonic method (by those
+//! names): the response message is stored prost-encoded with the
+//! response's metadata; a `Status` (code, message, details, metadata) is
+//! stored when its code is one of the deterministic ones and releases the
+//! key otherwise, as the layer's table says (`errors = "release"`, `"replay"` or
+//! a `fn(&tonic::Status) -> bool` change that); idem's own answers are
+//! statuses with an `ErrorInfo` detail, as the layer's; a replayed answer
+//! carries `idempotent-replayed: true`. `reconcile` is not taken there.
+//!
+//! ```
+//! use idem::{Idempotency, MemoryStore, idempotent};
+//! use tonic::{Request, Response, Status};
+//!
+//! #[derive(Clone, PartialEq, prost::Message, serde::Serialize)]
+//! pub struct ChargeRequest {
+//!     #[prost(string, tag = "1")]
+//!     pub order: String,
+//!     #[prost(string, tag = "2")]
+//!     pub request_id: String,
+//! }
+//!
+//! #[derive(Clone, PartialEq, prost::Message)]
+//! pub struct ChargeReply {
+//!     #[prost(uint64, tag = "1")]
+//!     pub charge_id: u64,
+//! }
+//!
+//! // As tonic-build generates it from `service Payments`.
+//! #[tonic::async_trait]
+//! pub trait Payments: Send + Sync + 'static {
+//!     async fn charge(&self, request: Request<ChargeRequest>) -> Result<Response<ChargeReply>, Status>;
+//! }
+//!
+//! struct MyPayments {
+//!     idem: Idempotency,
+//! }
+//!
+//! #[tonic::async_trait]
+//! impl Payments for MyPayments {
+//!     #[idempotent(store = self.idem, key = request.get_ref().request_id, fingerprint = request.get_ref())]
+//!     async fn charge(&self, request: Request<ChargeRequest>) -> Result<Response<ChargeReply>, Status> {
+//!         let order = request.into_inner().order;
+//!         if order.is_empty() {
+//!             return Err(Status::invalid_argument("no order")); // stored: deterministic
+//!         }
+//!         Ok(Response::new(ChargeReply { charge_id: order.len() as u64 }))
+//!     }
+//! }
+//! # #[tokio::main] async fn main() {
+//! # let payments = MyPayments { idem: Idempotency::new(MemoryStore::new()) };
+//! # let call = || Request::new(ChargeRequest { order: "o-1".into(), request_id: "r-1".into() });
+//! # let first = payments.charge(call()).await.unwrap();
+//! # let again = payments.charge(call()).await.unwrap();
+//! # assert_eq!(first.get_ref(), again.get_ref());
+//! # assert_eq!(again.metadata().get("idempotent-replayed").unwrap(), "true");
+//! # }
+//! ```
 //!
 //! A runnable server and client on SQLite: `cargo run -p
 //! idem-integration --example grpc_payments`.
@@ -102,6 +186,7 @@
 #![forbid(unsafe_code)]
 
 mod answers;
+mod attribute;
 pub mod client;
 mod layer;
 mod scope;
@@ -109,6 +194,13 @@ mod service;
 mod stored;
 
 pub use answers::DOMAIN;
+
+/// What `#[idempotent]` expands to on a tonic service method. Not public
+/// API: names here may change in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::attribute::*;
+}
 pub use layer::IdempotencyLayer;
 pub use service::IdempotencyService;
 

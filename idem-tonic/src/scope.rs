@@ -25,12 +25,19 @@ pub(crate) fn key_of(headers: &HeaderMap) -> Result<Option<String>, BadKey> {
     let Some(value) = values.next() else {
         return Ok(None);
     };
-    let bytes = value.as_bytes();
-    let visible = bytes.iter().all(|b| (0x21..=0x7e).contains(b));
-    if values.next().is_some() || bytes.is_empty() || bytes.len() > 255 || !visible {
+    if values.next().is_some() {
         return Err(BadKey::Malformed);
     }
-    Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
+    valid(value.as_bytes()).map(Some)
+}
+
+/// A key as the layer accepts it: 1 to 255 bytes of visible ASCII.
+pub(crate) fn valid(bytes: &[u8]) -> Result<String, BadKey> {
+    let visible = bytes.iter().all(|b| (0x21..=0x7e).contains(b));
+    if bytes.is_empty() || bytes.len() > 255 || !visible {
+        return Err(BadKey::Malformed);
+    }
+    Ok(String::from_utf8_lossy(bytes).into_owned())
 }
 
 /// The scope of a call's key: the full method path and the principal.
@@ -87,39 +94,58 @@ pub(crate) fn one_message(body: &Bytes) -> Option<(bool, Bytes)> {
     (rest.len() == 4 + len && flag <= 1).then(|| (flag == 1, body.slice(5..)))
 }
 
-/// How a method's request message is fingerprinted.
-pub(crate) type Canonical =
-    dyn Fn(&[u8]) -> Option<Result<Fingerprint, FingerprintError>> + Send + Sync;
+/// A method's request message decoded by its registered type: its
+/// fingerprint and, for a method keyed by a field, the field's value
+/// (empty when the field is unset).
+pub(crate) struct Decoded {
+    pub(crate) fingerprint: Result<Fingerprint, FingerprintError>,
+    pub(crate) key: Option<String>,
+}
 
-/// SHA-256 over the request message: through `canonical` (the decoded
-/// message, for a method registered with its type) when it decodes, else
-/// over its bytes.
+/// How a method's request message is decoded; `None` when the bytes are
+/// not a message of its type.
+pub(crate) type Canonical = dyn Fn(&[u8]) -> Option<Decoded> + Send + Sync;
+
+/// The message of a unary call's body decoded through `canonical`, if it
+/// is one uncompressed message of the method's type.
+pub(crate) fn decode(canonical: Option<&Canonical>, body: &Bytes) -> Option<Decoded> {
+    let (false, message) = one_message(body)? else {
+        return None;
+    };
+    canonical?(&message)
+}
+
+/// SHA-256 over the request message: `decoded`'s (a method registered
+/// with its type, whose message decoded), else over its bytes.
 pub(crate) fn fingerprint(
-    canonical: Option<&Canonical>,
+    decoded: Option<Decoded>,
     body: &Bytes,
 ) -> Result<Fingerprint, FingerprintError> {
-    if let (Some(canonical), Some((false, message))) = (canonical, one_message(body))
-        && let Some(decoded) = canonical(&message)
-    {
-        return decoded;
+    if let Some(decoded) = decoded {
+        return decoded.fingerprint;
     }
     let mut digest = Digester::new();
     digest.part(&("bytes", body.as_ref()))?;
     Ok(digest.finish())
 }
 
-/// The fingerprint of `M` decoded from `bytes`: its serde form, in which a
-/// map's entries are combined whatever their order (§3), and fields have
-/// no order at all. `None` when the bytes are not an `M`.
-pub(crate) fn decoded<M>(bytes: &[u8]) -> Option<Result<Fingerprint, FingerprintError>>
+/// `M` decoded from `bytes`: the fingerprint of its serde form, in which a
+/// map's entries are combined whatever their order (§3) and fields have
+/// no order at all, and the key `key` reads from it. `None` when the bytes
+/// are not an `M`.
+pub(crate) fn decoded<M>(bytes: &[u8], key: Option<&KeyField<M>>) -> Option<Decoded>
 where
     M: prost::Message + Default + serde::Serialize,
 {
     let message = M::decode(bytes).ok()?;
     let mut digest = Digester::new();
-    Some(
-        digest
-            .part(&("message", &message))
-            .map(|()| digest.finish()),
-    )
+    let fingerprint = digest
+        .part(&("message", &message))
+        .map(|()| digest.finish());
+    let key = key.map(|field| field(&message).to_owned());
+    Some(Decoded { fingerprint, key })
 }
+
+/// The field of a request message that carries its key (AIP-155's
+/// `request_id`).
+pub(crate) type KeyField<M> = dyn for<'a> Fn(&'a M) -> &'a str + Send + Sync;

@@ -84,40 +84,97 @@ where
         let inner = std::mem::replace(&mut self.inner, clone);
         let method = self.config.methods.get(request.uri().path()).cloned();
         let key = scope::key_of(request.headers());
+        let config = Arc::clone(&self.config);
         let (method, key) = match (method, key) {
-            (None, _)
-            | (
-                Some(Method {
-                    required: false, ..
-                }),
-                Ok(None),
-            ) => {
+            (None, _) => return Box::pin(pass(inner, request)),
+            (Some(method), Ok(None)) if method.key_field => {
+                return Box::pin(keyed_by_field(config, inner, method, request));
+            }
+            (Some(method), Ok(None)) if !method.required => {
                 return Box::pin(pass(inner, request));
             }
             (Some(_), Ok(None)) => return ready(bad_key(BadKey::Missing)),
             (Some(_), Err(bad)) => return ready(bad_key(bad)),
             (Some(method), Ok(Some(key))) => (method, key),
         };
-        // On a task of its own: hyper drops this future when the client
-        // cancels or its deadline passes, and the handler must not stop
-        // half-way with its claim released.
-        let config = Arc::clone(&self.config);
-        let detached = self
-            .config
-            .idem
-            .spawn_detached(serve(config, inner, method, key, request));
         Box::pin(async move {
-            match detached.await {
-                Ok(answer) => answer,
-                Err(err) => Ok(respond(status(
-                    Code::Internal,
-                    "IDEMPOTENCY_INTERNAL",
-                    format!("the handler did not finish: {err}"),
-                    None,
-                ))),
-            }
+            let idem = config.idem.clone();
+            detached(idem.spawn_detached(async move {
+                let (parts, body) = request.into_parts();
+                match read(&config, body).await {
+                    Ok(body) => serve(config, inner, method, key, parts, body).await,
+                    Err(answer) => Ok(answer),
+                }
+            }))
+            .await
         })
     }
+}
+
+/// A guarded call served on a task of its own: hyper drops the request's
+/// future when the client cancels or its deadline passes, and the handler
+/// must not stop half-way with its claim released.
+async fn detached(
+    task: impl Future<Output = Result<Result<Answer, BoxError>, tokio::task::JoinError>>,
+) -> Result<Answer, BoxError> {
+    match task.await {
+        Ok(answer) => answer,
+        Err(err) => Ok(respond(status(
+            Code::Internal,
+            "IDEMPOTENCY_INTERNAL",
+            format!("the handler did not finish: {err}"),
+            None,
+        ))),
+    }
+}
+
+/// The request message, whole (a unary call's is one small frame), or the
+/// answer to a body that cannot be read.
+async fn read(config: &Config, body: Body) -> Result<Bytes, Answer> {
+    match Limited::new(body, config.max_message_bytes).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err) => {
+            let message = format!("the request message could not be read: {err}");
+            Err(respond(tonic::Status::new(Code::InvalidArgument, message)))
+        }
+    }
+}
+
+/// A call of a method keyed by a field, without the metadata: the message
+/// is read and decoded first, for its key.
+async fn keyed_by_field<S, B>(
+    config: Arc<Config>,
+    inner: S,
+    method: Method,
+    request: Request<Body>,
+) -> Result<Answer, BoxError>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError> + Send,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let (parts, body) = request.into_parts();
+    let body = match read(&config, body).await {
+        Ok(body) => body,
+        Err(answer) => return Ok(answer),
+    };
+    let field = scope::decode(method.canonical.as_deref(), &body).and_then(|decoded| decoded.key);
+    let key = match field.filter(|key| !key.is_empty()) {
+        Some(key) => scope::valid(key.as_bytes()),
+        None if method.required => Err(BadKey::Missing),
+        None => {
+            let request = Request::from_parts(parts, Body::new(http_body_util::Full::new(body)));
+            return pass(inner, request).await;
+        }
+    };
+    let key = match key {
+        Ok(key) => key,
+        Err(bad) => return Ok(respond(bad_key(bad))),
+    };
+    let idem = config.idem.clone();
+    detached(idem.spawn_detached(serve(config, inner, method, key, parts, body))).await
 }
 
 fn ready(status: tonic::Status) -> Pin<Box<dyn Future<Output = Result<Answer, BoxError>> + Send>> {
@@ -152,7 +209,8 @@ async fn serve<S, B>(
     inner: S,
     method: Method,
     key: String,
-    request: Request<Body>,
+    parts: http::request::Parts,
+    body: Bytes,
 ) -> Result<Answer, BoxError>
 where
     S: Service<Request<Body>, Response = Response<B>>,
@@ -160,19 +218,16 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let (parts, body) = request.into_parts();
-    let body = match Limited::new(body, config.max_message_bytes).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(err) => {
-            let message = format!("the request message could not be read: {err}");
-            return Ok(respond(tonic::Status::new(Code::InvalidArgument, message)));
-        }
+    let principal = match &config.principal {
+        Some(principal) => principal(&parts),
+        None => scope::credential_hash(&parts.headers),
     };
     let scope = GrpcScope {
         path: parts.uri.path().to_owned(),
-        principal: scope::credential_hash(&parts.headers),
+        principal,
     };
-    let fingerprint = match scope::fingerprint(method.canonical.as_deref(), &body) {
+    let decoded = scope::decode(method.canonical.as_deref(), &body);
+    let fingerprint = match scope::fingerprint(decoded, &body) {
         Ok(fingerprint) => fingerprint,
         Err(err) => return Ok(respond(of_error(&idem_core::Error::Codec(err.into())))),
     };
@@ -184,6 +239,9 @@ where
         .fingerprint_digest(fingerprint);
     if let Some(lease) = config.lease {
         call = call.lease(lease);
+    }
+    if let Some(tombstone) = config.tombstone {
+        call = call.tombstone(tombstone);
     }
     let request = Request::from_parts(parts, Body::new(http_body_util::Full::new(body)));
     let mut first = None;

@@ -159,6 +159,15 @@
 //!   # assert_eq!(biller.bill("o-1".into()).await.unwrap(), 3);
 //!   # }
 //!   ```
+//!
+//!   A tonic service method itself returns
+//!   `Result<tonic::Response<M>, tonic::Status>`, neither of them serde: a
+//!   return type spelled that way (`…Response<M>`, `…Status`) is stored
+//!   through `idem::grpc` (feature `tonic`) as the prost-encoded message
+//!   and its metadata, statuses stored or released by code as the gRPC
+//!   layer does; see [`grpc`](crate::grpc#guide) for an example. A type of
+//!   your own named `Response` with an error named `Status` is taken the
+//!   same way: rename one of them (or alias it) to keep the serde path.
 //! - **`#[instrument]`** goes *below* `#[idempotent]`: attributes expand
 //!   top first, so the lower one wraps the other's output, and idem's
 //!   claim, replay and its events then run inside your span. Above it, the

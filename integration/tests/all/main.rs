@@ -20,6 +20,12 @@ mod client;
 mod detach;
 #[cfg(all(feature = "tonic", feature = "memory"))]
 mod grpc;
+#[cfg(all(feature = "tonic", feature = "memory"))]
+mod grpc_answers;
+#[cfg(all(feature = "tonic", feature = "memory"))]
+mod grpc_keys;
+#[cfg(all(feature = "tonic", feature = "memory"))]
+mod grpc_service;
 #[cfg(all(feature = "axum", feature = "memory"))]
 mod http;
 #[cfg(all(

@@ -33,6 +33,9 @@ pub(crate) struct ChargeRequest {
     pub cents: u64,
     #[prost(map = "string, string", tag = "3")]
     pub labels: HashMap<String, String>,
+    /// AIP-155's request id, for `IdempotencyLayer::key_field`.
+    #[prost(string, tag = "4")]
+    pub request_id: String,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -145,6 +148,34 @@ pub(crate) async fn serve(layer: idem::grpc::IdempotencyLayer) -> (SocketAddr, A
             .serve_with_incoming(incoming),
     );
     (addr, runs)
+}
+
+/// Serves `Payments` behind `layer` until `stop` fires, then shuts down
+/// gracefully: the server stops taking calls and ends its connections.
+pub(crate) async fn serve_until(
+    layer: idem::grpc::IdempotencyLayer,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> (
+    SocketAddr,
+    Arc<Runs>,
+    tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+) {
+    let runs = Arc::new(Runs::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    let service = Payments {
+        runs: Arc::clone(&runs),
+    };
+    let server = tokio::spawn(
+        Server::builder()
+            .layer(layer)
+            .add_service(service)
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stop.await;
+            }),
+    );
+    (addr, runs, server)
 }
 
 /// A client of `addr` over HTTP/2.
@@ -264,6 +295,7 @@ impl Client {
             order: "watch".into(),
             cents: n,
             labels: HashMap::new(),
+            request_id: String::new(),
         });
         request
             .metadata_mut()
@@ -288,6 +320,7 @@ pub(crate) fn order(order: &str) -> ChargeRequest {
         order: order.into(),
         cents: 1200,
         labels: HashMap::new(),
+        request_id: String::new(),
     }
 }
 
