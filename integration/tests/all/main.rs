@@ -16,6 +16,8 @@ mod support;
 
 #[cfg(all(feature = "axum", feature = "memory", feature = "client"))]
 mod client;
+#[cfg(feature = "dynamodb")]
+mod dynamodb;
 #[cfg(feature = "memory")]
 mod detach;
 #[cfg(all(feature = "tonic", feature = "memory"))]

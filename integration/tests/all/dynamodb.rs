@@ -1,0 +1,167 @@
+//! The conformance suite on `DynamoDbStore` against two DynamoDB
+//! implementations on loopback, dynoxide and moto (`support/dynamodb_server.rs`
+//! finds or starts them), each case in a table of its own; and what is
+//! particular to DynamoDB: requests per call, the item limit, a storm of
+//! claims from two replicas and the takeover of a lapsed claim.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use idem::fingerprint::Fingerprint;
+use idem::key::RecordKey;
+use idem::store::{Claim, ClaimOutcome, Fence, Retention, Token};
+use idem::{DynamoDbStore, Error, Idempotency, Store, StoreErrorKind};
+
+use crate::support::dynamodb_server::{self, Emulator};
+
+/// A store in a new table of its own on `emulator`.
+async fn store(emulator: Emulator) -> DynamoDbStore {
+    store_with(emulator, None).await
+}
+
+async fn store_with(emulator: Emulator, requests: Option<Requests>) -> DynamoDbStore {
+    let url = dynamodb_server::url(emulator).await;
+    let mut client = dynamodb_server::client(&url);
+    if let Some(requests) = requests {
+        let config = client.config().to_builder().interceptor(requests).build();
+        client = aws_sdk_dynamodb::Client::from_conf(config);
+    }
+    let table = format!("idem-{:x}", Token::random().to_u128() as u64);
+    let store = DynamoDbStore::new(client, table);
+    store.create_table().await.expect("create the table");
+    store
+}
+
+mod dynoxide {
+    use super::{Emulator, Idempotency, store};
+
+    idem_conformance::suite!(async { Idempotency::new(store(Emulator::Dynoxide).await) });
+}
+
+mod moto {
+    use super::{Emulator, Idempotency, store};
+
+    idem_conformance::suite!(async { Idempotency::new(store(Emulator::Moto).await) });
+}
+
+/// Counts the requests a client sends (every attempt, retries included).
+#[derive(Debug, Clone, Default)]
+struct Requests(Arc<AtomicUsize>);
+
+impl Requests {
+    fn take(&self) -> usize {
+        self.0.swap(0, Ordering::SeqCst)
+    }
+}
+
+impl Intercept for Requests {
+    fn name(&self) -> &'static str {
+        "Requests"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A fresh call costs its claim and its completion; a replay, a call in
+/// progress and a payload mismatch each cost the one claim, whose failed
+/// condition returns the item.
+async fn requests_per_call(emulator: Emulator) {
+    let requests = Requests::default();
+    let idem = Idempotency::new(store_with(emulator, Some(requests.clone())).await);
+    requests.take();
+    let call = |amount: u32| {
+        idem.call("orders", "o-1")
+            .fingerprint(&amount)
+            .run(move || async move { Ok::<_, Error>(amount * 2) })
+    };
+    assert_eq!(call(21).await.unwrap(), 42);
+    assert_eq!(requests.take(), 2, "a fresh call: claim and completion");
+    assert_eq!(call(21).await.unwrap(), 42);
+    assert_eq!(requests.take(), 1, "a replay: the claim alone");
+    let other = call(22).await;
+    assert!(matches!(other, Err(Error::FingerprintMismatch { .. })), "{other:?}");
+    assert_eq!(requests.take(), 1, "a mismatch: the claim alone");
+    let held = Claim::new(Token::random(), Fingerprint::NONE, Duration::from_secs(30), "t");
+    let key = RecordKey::new("orders", "o-2");
+    idem.store().claim(&key, &held).await.unwrap();
+    requests.take();
+    let busy = idem.call("orders", "o-2").run(|| async { Ok::<_, Error>(1) }).await;
+    assert!(matches!(busy, Err(Error::InProgress { .. })), "{busy:?}");
+    assert_eq!(requests.take(), 1, "in progress: the claim alone");
+}
+
+#[tokio::test]
+async fn requests_per_call_on_dynoxide() {
+    requests_per_call(Emulator::Dynoxide).await;
+}
+
+#[tokio::test]
+async fn requests_per_call_on_moto() {
+    requests_per_call(Emulator::Moto).await;
+}
+
+/// A record over DynamoDB's item limit is refused at completion with an
+/// `Unsupported` store error, and nothing is written: the claim stays,
+/// in progress, until its lease lapses. With the handle's
+/// `max_record_bytes` at the store's limit the runtime settles the key
+/// instead.
+async fn an_oversized_record_is_refused_whole(emulator: Emulator) {
+    let store = store(emulator).await;
+    let key = RecordKey::new("big", "k");
+    let claim = Claim::new(Token::random(), Fingerprint::NONE, Duration::from_secs(30), "t");
+    store.claim(&key, &claim).await.unwrap();
+    let big = vec![7u8; 500 * 1024];
+    let refused = store
+        .complete(&key, claim.token, &big, Retention::new(Duration::from_secs(60)))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), StoreErrorKind::Unsupported, "{refused}");
+    assert!(refused.to_string().contains("400 KB"), "{refused}");
+    let again = Claim::new(Token::random(), Fingerprint::NONE, Duration::from_secs(30), "t");
+    let still = store.claim(&key, &again).await.unwrap();
+    assert!(matches!(still, ClaimOutcome::InProgress { .. }), "{still:?}");
+    // Just under the limit is stored and replayed whole.
+    let most = vec![9u8; idem::dynamodb::MAX_RECORD_BYTES];
+    let kept = Retention::new(Duration::from_secs(60));
+    assert_eq!(store.complete(&key, claim.token, &most, kept).await.unwrap(), Fence::Held);
+    match store.claim(&key, &again).await.unwrap() {
+        ClaimOutcome::Completed { record, .. } => assert_eq!(record.len(), most.len()),
+        other => panic!("{other:?}"),
+    }
+    let idem = Idempotency::builder(store)
+        .max_record_bytes(idem::dynamodb::MAX_RECORD_BYTES)
+        .build();
+    let runs = AtomicUsize::new(0);
+    for _ in 0..2 {
+        let out = idem
+            .call("big", "settled")
+            .run(|| async {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, Error>("x".repeat(500 * 1024))
+            })
+            .await;
+        assert!(matches!(out, Ok(_) | Err(Error::Codec(_))), "{out:?}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the oversized result settled its key");
+}
+
+#[tokio::test]
+async fn an_oversized_record_is_refused_whole_on_dynoxide() {
+    an_oversized_record_is_refused_whole(Emulator::Dynoxide).await;
+}
+
+#[tokio::test]
+async fn an_oversized_record_is_refused_whole_on_moto() {
+    an_oversized_record_is_refused_whole(Emulator::Moto).await;
+}
