@@ -29,7 +29,8 @@ use idem_contract::{Store, StoreError};
 const BACKEND: &str = "dynamodb";
 
 /// The largest record [`DynamoDbStore`] stores: DynamoDB's item limit
-/// (400 KB) less room for the item's other attributes. A larger record is
+/// (400 KB, which implementations count differently: 400,000 to 409,600
+/// bytes) less a kilobyte for the item's other attributes. A larger record is
 /// refused at completion with a [`StoreError`] of kind
 /// [`Unsupported`](idem_contract::StoreErrorKind::Unsupported), and the
 /// claim is left to lapse (the next call takes it over). To have the
@@ -43,7 +44,7 @@ const BACKEND: &str = "dynamodb";
 /// let idem = idem::Idempotency::builder(store).max_record_bytes(MAX_RECORD_BYTES).build();
 /// # }
 /// ```
-pub const MAX_RECORD_BYTES: usize = 399 * 1024;
+pub const MAX_RECORD_BYTES: usize = 399_000;
 
 /// Records in a DynamoDB table, shared by every replica of a service and
 /// every Lambda instance.

@@ -83,9 +83,20 @@ impl DynamoDbStore {
 
     /// The hashed key of an item, from its partition key.
     fn key_of(&self, found: &Item) -> Result<RecordKey, StoreError> {
-        let bad = || StoreError::new(BACKEND, "an item's partition key is not the prefix and 64 hex digits");
-        let pk = found.get(&*self.partition_key).and_then(|v| v.as_s().ok()).ok_or_else(bad)?;
-        let hex = pk.strip_prefix(&*self.prefix).filter(|h| h.len() == 64).ok_or_else(bad)?;
+        let bad = || {
+            StoreError::new(
+                BACKEND,
+                "an item's partition key is not the prefix and 64 hex digits",
+            )
+        };
+        let pk = found
+            .get(&*self.partition_key)
+            .and_then(|v| v.as_s().ok())
+            .ok_or_else(bad)?;
+        let hex = pk
+            .strip_prefix(&*self.prefix)
+            .filter(|h| h.len() == 64)
+            .ok_or_else(bad)?;
         let mut key = [0u8; 32];
         for (i, byte) in key.iter_mut().enumerate() {
             *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
@@ -95,7 +106,12 @@ impl DynamoDbStore {
 
     /// Deletes (or, for `COMPACT`, updates) the item of `key` if it is
     /// still as `held` was; whether it was.
-    async fn purge_one(&self, key: &RecordKey, held: &Held, compact: bool) -> Result<bool, StoreError> {
+    async fn purge_one(
+        &self,
+        key: &RecordKey,
+        held: &Held,
+        compact: bool,
+    ) -> Result<bool, StoreError> {
         let state = match held.state {
             State::Pending => item::PENDING,
             State::Completed => item::COMPLETED,
@@ -107,24 +123,51 @@ impl DynamoDbStore {
         let record_key = Some(self.record_key(key).into_iter().collect());
         if compact {
             let (names, values) = expr.bind(self, &[COMPACT, AS_SEEN]);
-            let sent = self.client.update_item().table_name(&*self.table).set_key(record_key)
-                .update_expression(COMPACT).condition_expression(AS_SEEN)
-                .set_expression_attribute_names(names).set_expression_attribute_values(values)
-                .send().await;
+            let sent = self
+                .client
+                .update_item()
+                .table_name(&*self.table)
+                .set_key(record_key)
+                .update_expression(COMPACT)
+                .condition_expression(AS_SEEN)
+                .set_expression_attribute_names(names)
+                .set_expression_attribute_values(values)
+                .send()
+                .await;
             return match sent {
                 Ok(_) => Ok(true),
-                Err(e) if matches!(e.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) => Ok(false),
+                Err(e)
+                    if matches!(
+                        e.as_service_error(),
+                        Some(UpdateItemError::ConditionalCheckFailedException(_))
+                    ) =>
+                {
+                    Ok(false)
+                }
                 Err(e) => Err(err(e)),
             };
         }
         let (names, values) = expr.bind(self, &[AS_SEEN]);
-        let sent = self.client.delete_item().table_name(&*self.table).set_key(record_key)
+        let sent = self
+            .client
+            .delete_item()
+            .table_name(&*self.table)
+            .set_key(record_key)
             .condition_expression(AS_SEEN)
-            .set_expression_attribute_names(names).set_expression_attribute_values(values)
-            .send().await;
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .send()
+            .await;
         match sent {
             Ok(_) => Ok(true),
-            Err(e) if matches!(e.as_service_error(), Some(DeleteItemError::ConditionalCheckFailedException(_))) => Ok(false),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(DeleteItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                Ok(false)
+            }
             Err(e) => Err(err(e)),
         }
     }
@@ -148,7 +191,11 @@ fn info(key: RecordKey, held: Held, now: i64) -> RecordInfo {
 
 fn state_of(held: &Held, now: i64) -> RecordState {
     let in_progress = held.state == State::Pending;
-    RecordState::of_row(held.expires > now, in_progress, !in_progress && held.kept > now)
+    RecordState::of_row(
+        held.expires > now,
+        in_progress,
+        !in_progress && held.kept > now,
+    )
 }
 
 #[async_trait]
@@ -159,7 +206,9 @@ impl Admin for DynamoDbStore {
             .records()
             .await?
             .into_iter()
-            .filter(|(_, held)| !filter.in_progress || state_of(held, now) == RecordState::InProgress)
+            .filter(|(_, held)| {
+                !filter.in_progress || state_of(held, now) == RecordState::InProgress
+            })
             .filter(|(_, held)| {
                 filter
                     .older_than
@@ -168,7 +217,10 @@ impl Admin for DynamoDbStore {
             .collect();
         found.sort_by(|(a, x), (b, y)| (x.created, a.as_bytes()).cmp(&(y.created, b.as_bytes())));
         found.truncate(filter.limit.unwrap_or(usize::MAX));
-        Ok(found.into_iter().map(|(key, held)| info(key, held, now)).collect())
+        Ok(found
+            .into_iter()
+            .map(|(key, held)| info(key, held, now))
+            .collect())
     }
 
     async fn inspect(&self, key: &RecordKey) -> Result<Option<RecordInfo>, StoreError> {
@@ -188,19 +240,30 @@ impl Admin for DynamoDbStore {
             if !self.is_record(&found) {
                 if item::number(&found, item::EXPIRES)? <= now {
                     let key = |name: &str| found.get(name).map(|v| (name.to_owned(), v.clone()));
-                    steps.extend(key(&self.partition_key).zip(key(&self.sort_key)).map(|(p, s)| Item::from([p, s])));
+                    steps.extend(
+                        key(&self.partition_key)
+                            .zip(key(&self.sort_key))
+                            .map(|(p, s)| Item::from([p, s])),
+                    );
                 }
                 continue;
             }
             let (key, held) = (self.key_of(&found)?, Held::read(&found)?);
-            let ttl_ms = item::number(&found, &self.ttl_attribute).unwrap_or(i64::MAX / 1000).saturating_mul(1000);
+            let ttl_ms = item::number(&found, &self.ttl_attribute)
+                .unwrap_or(i64::MAX / 1000)
+                .saturating_mul(1000);
             match held.state {
                 State::Released if ttl_ms <= now => {
                     self.purge_one(&key, &held, false).await?;
                 }
                 State::Released => {}
-                _ if held.kept <= now => purged.records += u64::from(self.purge_one(&key, &held, false).await?),
-                State::Completed if held.expires <= now && held.record.as_ref().is_some_and(|r| !r.is_empty()) => {
+                _ if held.kept <= now => {
+                    purged.records += u64::from(self.purge_one(&key, &held, false).await?)
+                }
+                State::Completed
+                    if held.expires <= now
+                        && held.record.as_ref().is_some_and(|r| !r.is_empty()) =>
+                {
                     purged.tombstones += u64::from(self.purge_one(&key, &held, true).await?);
                 }
                 _ => {}
@@ -226,4 +289,3 @@ impl Admin for DynamoDbStore {
         Ok(stats)
     }
 }
-

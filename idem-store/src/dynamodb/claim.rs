@@ -48,7 +48,10 @@ impl DynamoDbStore {
             match self.try_claim(key, claim, now).await? {
                 Ok(old) => return self.won(key, claim, old, now).await,
                 Err(found) => {
-                    if let Some(answer) = answer(claim, &found, now) {
+                    // Times left count from the answer: a slow answer
+                    // does not lengthen them.
+                    let answered = now_ms().max(now);
+                    if let Some(answer) = answer(claim, &found, now, answered) {
                         return Ok(answer);
                     }
                 }
@@ -105,11 +108,11 @@ impl DynamoDbStore {
             .send()
             .await;
         match sent {
-            Ok(out) => Ok(Ok(out.attributes.as_ref().map(Held::read).transpose()?)),
+            Ok(out) => Ok(Ok(Held::read_some(out.attributes.as_ref())?)),
             Err(error) => match error.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    let found = failed.item().ok_or_else(no_item)?;
-                    Ok(Err(Held::read(found)?))
+                    let found = Held::read_some(failed.item())?.ok_or_else(no_item)?;
+                    Ok(Err(found))
                 }
                 _ => Err(err(error)),
             },
@@ -130,8 +133,8 @@ impl DynamoDbStore {
         };
         // A released claim, our own, or a lapsed one: the same call,
         // resumed with its steps.
-        let resumed = old.state == State::Released
-            || (old.state == State::Pending && old.kept > now);
+        let resumed =
+            old.state == State::Released || (old.state == State::Pending && old.kept > now);
         if !resumed {
             // A new call: the old one's savers (a claim lapsed for a day)
             // must not lend it their steps.
@@ -149,9 +152,10 @@ impl DynamoDbStore {
     }
 }
 
-/// What a claim that did not win answers, from the item in its way; `None`
-/// when the item would have let it win (it changed meanwhile: try again).
-fn answer(claim: &Claim, found: &Held, now: i64) -> Option<ClaimOutcome> {
+/// What a claim sent at `now` that did not win answers, from the item in
+/// its way, with the times left as of `answered`; `None` when the item
+/// would have let it win (it changed meanwhile: try again).
+fn answer(claim: &Claim, found: &Held, now: i64, answered: i64) -> Option<ClaimOutcome> {
     let other = !claim.fingerprint.matches(&found.fingerprint);
     match found.state {
         State::Released => None,
@@ -160,7 +164,7 @@ fn answer(claim: &Claim, found: &Held, now: i64) -> Option<ClaimOutcome> {
         State::Completed if found.expires > now => Some(ClaimOutcome::completed(
             found.fingerprint,
             found.record.clone().unwrap_or_default(),
-            left(found.expires - now),
+            left(found.expires - answered),
         )),
         State::Completed => Some(ClaimOutcome::expired(
             found.fingerprint,
@@ -169,13 +173,12 @@ fn answer(claim: &Claim, found: &Held, now: i64) -> Option<ClaimOutcome> {
         State::Pending if found.token == claim.token => None,
         State::Pending if found.expires > now => Some(ClaimOutcome::in_progress(
             found.fingerprint,
-            left(found.expires - now),
+            left(found.expires - answered),
         )),
         // A lapsed claim of another payload: a mismatch, with no time left.
-        State::Pending if other => Some(ClaimOutcome::in_progress(
-            found.fingerprint,
-            Duration::ZERO,
-        )),
+        State::Pending if other => {
+            Some(ClaimOutcome::in_progress(found.fingerprint, Duration::ZERO))
+        }
         State::Pending => None,
     }
 }
@@ -186,4 +189,3 @@ fn no_item() -> StoreError {
         "a failed condition returned no item: the endpoint ignores ReturnValuesOnConditionCheckFailure = ALL_OLD",
     )
 }
-

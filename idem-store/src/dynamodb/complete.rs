@@ -49,7 +49,11 @@ impl DynamoDbStore {
         let now = now_ms();
         let expires = now.saturating_add(millis(kept.ttl));
         let until = now.saturating_add(millis(kept.kept_for()));
-        let update = if record.is_empty() { COMPLETE_EMPTY } else { COMPLETE };
+        let update = if record.is_empty() {
+            COMPLETE_EMPTY
+        } else {
+            COMPLETE
+        };
         let expr = Expr::new()
             .value("c", s(item::COMPLETED))
             .value("rec", b(record))
@@ -116,7 +120,7 @@ impl DynamoDbStore {
             Ok(_) => Ok(Fence::Held),
             Err(error) => match error.as_service_error() {
                 Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    match failed.item() {
+                    match failed.item().filter(|f| f.contains_key(item::STATE)) {
                         Some(found) => fence_of(Some(found), token, now),
                         // No item (none was there, or the endpoint
                         // returns none): read it.
@@ -140,10 +144,9 @@ impl DynamoDbStore {
 /// completed the key (`Lost`), or nobody does (`Expired`: our claim's
 /// lease ran out, or it was forgotten).
 pub(super) fn fence_of(found: Option<&Item>, token: Token, now: i64) -> Result<Fence, StoreError> {
-    let Some(found) = found else {
+    let Some(held) = Held::read_some(found)? else {
         return Ok(Fence::Expired);
     };
-    let held = Held::read(found)?;
     // Our own claim within the skew allowance of its end counts as ended.
     let ours = held.state == State::Pending && held.token == token;
     Ok(match held.live(now) && !ours {

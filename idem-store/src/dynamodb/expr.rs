@@ -84,7 +84,13 @@ mod tests {
         let found: Vec<_> = words("#st = :p AND (#exp <= :now OR :nows)").collect();
         assert_eq!(
             found,
-            [('#', "st"), (':', "p"), ('#', "exp"), (':', "now"), (':', "nows")]
+            [
+                ('#', "st"),
+                (':', "p"),
+                ('#', "exp"),
+                (':', "now"),
+                (':', "nows")
+            ]
         );
     }
 }

@@ -125,8 +125,22 @@ pub(super) enum State {
 }
 
 impl Held {
+    /// The record in `item`, if it holds one: an item of no state is no
+    /// record (an endpoint may answer an absent item's `ALL_OLD` with its
+    /// key alone, as dynoxide does).
+    pub(super) fn read_some(item: Option<&Item>) -> Result<Option<Self>, StoreError> {
+        match item {
+            Some(item) if item.contains_key(STATE) => Self::read(item).map(Some),
+            _ => Ok(None),
+        }
+    }
+
     pub(super) fn read(item: &Item) -> Result<Self, StoreError> {
-        let state = match item.get(STATE).and_then(|v| v.as_s().ok()).map(String::as_str) {
+        let state = match item
+            .get(STATE)
+            .and_then(|v| v.as_s().ok())
+            .map(String::as_str)
+        {
             Some(PENDING) => State::Pending,
             Some(COMPLETED) => State::Completed,
             Some(RELEASED) => State::Released,
@@ -179,4 +193,3 @@ impl Held {
         }
     }
 }
-

@@ -58,7 +58,10 @@ impl DynamoDbStore {
         let expr = self
             .fence_values(Expr::new(), token, now)
             .value("sxt", n(ttl_secs))
-            .value("savers", AttributeValue::Bs(vec![Blob::new(token.to_bytes())]));
+            .value(
+                "savers",
+                AttributeValue::Bs(vec![Blob::new(token.to_bytes())]),
+            );
         let (names, values) = expr.bind(self, &[SAVED, HELD]);
         let fence = Update::builder()
             .table_name(&*self.table)
@@ -100,7 +103,10 @@ impl DynamoDbStore {
         if fenced.and_then(|r| r.code()) != Some("ConditionalCheckFailed") {
             return Err(err(error));
         }
-        match fenced.and_then(|r| r.item()) {
+        match fenced
+            .and_then(|r| r.item())
+            .filter(|f| f.contains_key(item::STATE))
+        {
             Some(found) => fence_of(Some(found), token, now),
             // An endpoint that returns no item with the reason: read it.
             None => fence_of(self.read(key).await?.item(), token, now),
@@ -134,7 +140,10 @@ impl DynamoDbStore {
             }
             let sort = found.get(&*self.sort_key).and_then(|v| v.as_s().ok());
             let id = sort.and_then(|sk| step_id(sk)).ok_or_else(|| {
-                StoreError::new(BACKEND, "a stored step's sort key is not step# and 32 hex digits")
+                StoreError::new(
+                    BACKEND,
+                    "a stored step's sort key is not step# and 32 hex digits",
+                )
             })?;
             let value = item::bytes_of(&found, item::VALUE).unwrap_or_default();
             steps.push((id, Bytes::copy_from_slice(value)));
@@ -192,10 +201,11 @@ impl DynamoDbStore {
             .await;
         match sent {
             // Already forgotten or taken over: no savers of ours to drop.
-            Err(e) if matches!(
-                e.as_service_error(),
-                Some(UpdateItemError::ConditionalCheckFailedException(_))
-            ) =>
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(UpdateItemError::ConditionalCheckFailedException(_))
+                ) =>
             {
                 Ok(())
             }
@@ -251,7 +261,10 @@ impl DynamoDbStore {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             if !requests.is_empty() {
-                return Err(StoreError::new(BACKEND, "deletes left unprocessed after 8 tries"));
+                return Err(StoreError::new(
+                    BACKEND,
+                    "deletes left unprocessed after 8 tries",
+                ));
             }
         }
         Ok(count)

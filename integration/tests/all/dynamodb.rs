@@ -42,9 +42,30 @@ mod dynoxide {
 }
 
 mod moto {
+    use std::cell::RefCell;
+    use std::sync::{Mutex, MutexGuard, PoisonError};
+
     use super::{Emulator, Idempotency, store};
 
-    idem_conformance::suite!(async { Idempotency::new(store(Emulator::Moto).await) });
+    /// moto serves one request at a time, slowly: its cases run one at a
+    /// time too, or their leases of a few hundred milliseconds would run
+    /// out in its queue.
+    static ONE_CASE: Mutex<()> = Mutex::new(());
+
+    thread_local! {
+        /// Held by the case's test thread until it ends.
+        static TURN: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
+    }
+
+    fn wait_for_turn() {
+        let turn = ONE_CASE.lock().unwrap_or_else(PoisonError::into_inner);
+        TURN.with(|held| *held.borrow_mut() = Some(turn));
+    }
+
+    idem_conformance::suite!(async {
+        wait_for_turn();
+        Idempotency::new(store(Emulator::Moto).await)
+    });
 }
 
 /// Counts the requests a client sends (every attempt, retries included).
@@ -90,13 +111,24 @@ async fn requests_per_call(emulator: Emulator) {
     assert_eq!(call(21).await.unwrap(), 42);
     assert_eq!(requests.take(), 1, "a replay: the claim alone");
     let other = call(22).await;
-    assert!(matches!(other, Err(Error::FingerprintMismatch { .. })), "{other:?}");
+    assert!(
+        matches!(other, Err(Error::FingerprintMismatch { .. })),
+        "{other:?}"
+    );
     assert_eq!(requests.take(), 1, "a mismatch: the claim alone");
-    let held = Claim::new(Token::random(), Fingerprint::NONE, Duration::from_secs(30), "t");
+    let held = Claim::new(
+        Token::random(),
+        Fingerprint::NONE,
+        Duration::from_secs(30),
+        "t",
+    );
     let key = RecordKey::new("orders", "o-2");
     idem.store().claim(&key, &held).await.unwrap();
     requests.take();
-    let busy = idem.call("orders", "o-2").run(|| async { Ok::<_, Error>(1) }).await;
+    let busy = idem
+        .call("orders", "o-2")
+        .run(|| async { Ok::<_, Error>(1) })
+        .await;
     assert!(matches!(busy, Err(Error::InProgress { .. })), "{busy:?}");
     assert_eq!(requests.take(), 1, "in progress: the claim alone");
 }
@@ -119,22 +151,46 @@ async fn requests_per_call_on_moto() {
 async fn an_oversized_record_is_refused_whole(emulator: Emulator) {
     let store = store(emulator).await;
     let key = RecordKey::new("big", "k");
-    let claim = Claim::new(Token::random(), Fingerprint::NONE, Duration::from_secs(30), "t");
+    let claim = Claim::new(
+        Token::random(),
+        Fingerprint::NONE,
+        Duration::from_secs(30),
+        "t",
+    );
     store.claim(&key, &claim).await.unwrap();
     let big = vec![7u8; 500 * 1024];
     let refused = store
-        .complete(&key, claim.token, &big, Retention::new(Duration::from_secs(60)))
+        .complete(
+            &key,
+            claim.token,
+            &big,
+            Retention::new(Duration::from_secs(60)),
+        )
         .await
         .unwrap_err();
     assert_eq!(refused.kind(), StoreErrorKind::Unsupported, "{refused}");
     assert!(refused.to_string().contains("400 KB"), "{refused}");
-    let again = Claim::new(Token::random(), Fingerprint::NONE, Duration::from_secs(30), "t");
+    let again = Claim::new(
+        Token::random(),
+        Fingerprint::NONE,
+        Duration::from_secs(30),
+        "t",
+    );
     let still = store.claim(&key, &again).await.unwrap();
-    assert!(matches!(still, ClaimOutcome::InProgress { .. }), "{still:?}");
+    assert!(
+        matches!(still, ClaimOutcome::InProgress { .. }),
+        "{still:?}"
+    );
     // Just under the limit is stored and replayed whole.
     let most = vec![9u8; idem::dynamodb::MAX_RECORD_BYTES];
     let kept = Retention::new(Duration::from_secs(60));
-    assert_eq!(store.complete(&key, claim.token, &most, kept).await.unwrap(), Fence::Held);
+    assert_eq!(
+        store
+            .complete(&key, claim.token, &most, kept)
+            .await
+            .unwrap(),
+        Fence::Held
+    );
     match store.claim(&key, &again).await.unwrap() {
         ClaimOutcome::Completed { record, .. } => assert_eq!(record.len(), most.len()),
         other => panic!("{other:?}"),
@@ -153,7 +209,11 @@ async fn an_oversized_record_is_refused_whole(emulator: Emulator) {
             .await;
         assert!(matches!(out, Ok(_) | Err(Error::Codec(_))), "{out:?}");
     }
-    assert_eq!(runs.load(Ordering::SeqCst), 1, "the oversized result settled its key");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the oversized result settled its key"
+    );
 }
 
 #[tokio::test]

@@ -16,10 +16,10 @@ mod support;
 
 #[cfg(all(feature = "axum", feature = "memory", feature = "client"))]
 mod client;
-#[cfg(feature = "dynamodb")]
-mod dynamodb;
 #[cfg(feature = "memory")]
 mod detach;
+#[cfg(feature = "dynamodb")]
+mod dynamodb;
 #[cfg(all(feature = "tonic", feature = "memory"))]
 mod grpc;
 #[cfg(all(feature = "axum", feature = "memory"))]

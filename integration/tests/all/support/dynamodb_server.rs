@@ -50,9 +50,17 @@ pub(crate) async fn url(emulator: Emulator) -> String {
     .clone()
 }
 
-/// A client of the endpoint at `url`, with static test credentials.
+/// A client of the endpoint at `url`, with static test credentials, that
+/// keeps no idle connection: a conformance case blocks a runtime worker
+/// on purpose (a stalled holder), and a pooled connection whose task
+/// waits in that worker's LIFO slot (tokio does not steal it) would stall
+/// the other callers' requests with it. Each request connects anew.
 pub(crate) fn client(url: &str) -> aws_sdk_dynamodb::Client {
+    let http = aws_smithy_http_client::Builder::new()
+        .pool_idle_timeout(Duration::ZERO)
+        .build_http();
     let config = aws_sdk_dynamodb::Config::builder()
+        .http_client(http)
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("test", "test", None, None, "idem-tests"))
@@ -88,13 +96,13 @@ impl Private {
                 "install dynoxide (cargo install dynoxide-rs@3.2.0 --locked; scripts/test does) or set IDEM_TEST_DYNAMODB_URL",
             ),
             Emulator::Moto => (
-                "moto_server".to_owned(),
+                "python3".to_owned(),
                 "install moto's server (pip install 'moto[server]'; scripts/test does) or set IDEM_TEST_MOTO_URL",
             ),
         };
         let args = match emulator {
             Emulator::Dynoxide => format!("serve --host 127.0.0.1 --port {port} --log quiet"),
-            Emulator::Moto => format!("-H 127.0.0.1 -p {port}"),
+            Emulator::Moto => format!("-c '{MOTO_SERIAL}' {port}"),
         };
         // The guardian shell runs the server and kills it as soon as its
         // stdin closes: when we drop it, or when this process dies.
@@ -158,6 +166,20 @@ impl Drop for Private {
         }
     }
 }
+
+/// moto's `moto_server` app, one request at a time: its tables check a
+/// condition and write without a lock, so two concurrent requests could
+/// both pass one condition. Connections are still served by threads
+/// (HTTP/1.1 keep-alive), each request under one lock.
+const MOTO_SERIAL: &str = "import os, sys, threading; os.environ[\"MOTO_PORT\"] = sys.argv[1]
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+app = DomainDispatcherApplication(create_backend_app)
+lock = threading.Lock()
+def serial(environ, start_response):
+    with lock:
+        return list(app(environ, start_response))
+run_simple(\"127.0.0.1\", int(sys.argv[1]), serial, threaded=True)";
 
 /// The `dynoxide` binary: on `PATH`, else where `cargo install` puts it.
 fn dynoxide() -> String {
