@@ -55,13 +55,13 @@ impl DynamoDbStore {
             .key_schema(key(&self.sort_key, KeyType::Range)?)
             .send()
             .await;
-        if let Err(error) = created {
-            if !error
+        // A table that exists already is kept.
+        if let Err(error) = created
+            && !error
                 .as_service_error()
                 .is_some_and(|e| e.is_resource_in_use_exception())
-            {
-                return Err(err(error));
-            }
+        {
+            return Err(err(error));
         }
         self.wait_active().await?;
         self.enable_ttl().await

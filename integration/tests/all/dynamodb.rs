@@ -225,3 +225,75 @@ async fn an_oversized_record_is_refused_whole_on_dynoxide() {
 async fn an_oversized_record_is_refused_whole_on_moto() {
     an_oversized_record_is_refused_whole(Emulator::Moto).await;
 }
+
+/// A storm of claims from two replicas (two clients) on the same new
+/// keys, then on the same lapsed claims: each key has exactly one winner,
+/// every other claimer hears `InProgress`, the second round's winners
+/// report `took_over`, and the lapsed holders' completions are fenced off.
+async fn a_storm_from_two_replicas(emulator: Emulator) {
+    const KEYS: u32 = 20;
+    const PER_KEY: usize = 8;
+    let a = store(emulator).await;
+    let url = dynamodb_server::url(emulator).await;
+    let b = DynamoDbStore::new(dynamodb_server::client(&url), a.table());
+    let lease = Duration::from_secs(2);
+    let storm = || {
+        let (a, b) = (a.clone(), b.clone());
+        async move {
+            let claims = (0..KEYS).flat_map(|k| {
+                let key = RecordKey::new("storm", &k);
+                (0..PER_KEY).map(move |i| (key, i))
+            });
+            let outcomes = futures::future::join_all(claims.map(|(key, i)| {
+                let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+                async move {
+                    let claim = Claim::new(Token::random(), Fingerprint::NONE, lease, "storm");
+                    (key, claim.token, store.claim(&key, &claim).await)
+                }
+            }))
+            .await;
+            let mut won = std::collections::HashMap::<RecordKey, Vec<(bool, Token)>>::new();
+            for (key, token, outcome) in outcomes {
+                match outcome.expect("a claim failed") {
+                    ClaimOutcome::Won { took_over, .. } => {
+                        won.entry(key).or_default().push((took_over, token))
+                    }
+                    ClaimOutcome::InProgress { .. } => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+            won
+        }
+    };
+    let first = storm().await;
+    assert_eq!(first.len(), KEYS as usize);
+    assert!(first.values().all(|w| w.len() == 1 && !w[0].0), "{first:?}");
+    tokio::time::sleep(lease + Duration::from_millis(300)).await;
+    let again = storm().await;
+    assert_eq!(again.len(), KEYS as usize);
+    assert!(again.values().all(|w| w.len() == 1 && w[0].0), "{again:?}");
+    let kept = Retention::new(Duration::from_secs(60));
+    for (key, lapsed) in &first {
+        let late = a.complete(key, lapsed[0].1, b"late", kept).await.unwrap();
+        assert_eq!(
+            late,
+            Fence::Lost,
+            "a lapsed holder completed over a takeover"
+        );
+        let winner = again[key][0].1;
+        assert_eq!(
+            b.complete(key, winner, b"won", kept).await.unwrap(),
+            Fence::Held
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_from_two_replicas_has_one_winner_per_key_on_dynoxide() {
+    a_storm_from_two_replicas(Emulator::Dynoxide).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_from_two_replicas_has_one_winner_per_key_on_moto() {
+    a_storm_from_two_replicas(Emulator::Moto).await;
+}

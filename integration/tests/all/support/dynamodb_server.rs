@@ -35,10 +35,10 @@ pub(crate) async fn url(emulator: Emulator) -> String {
         Emulator::Moto => (&MOTO, "IDEM_TEST_MOTO_URL"),
     };
     cell.get_or_init(|| async move {
-        if let Ok(url) = std::env::var(variable) {
-            if answers(&url).await {
-                return url;
-            }
+        if let Ok(url) = std::env::var(variable)
+            && answers(&url).await
+        {
+            return url;
         }
         let server = Private::start(emulator);
         let url = server.url();
