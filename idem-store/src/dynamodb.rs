@@ -250,7 +250,12 @@ where
     R: std::fmt::Debug + Send + Sync + 'static,
 {
     let code = error.code().unwrap_or_default().to_owned();
-    let text = DisplayErrorContext(&error).to_string();
+    // A service's answer by its code and message; a failure to reach it
+    // with its whole chain of causes.
+    let text = match error.message() {
+        Some(message) if !code.is_empty() => format!("{code}: {message}"),
+        _ => DisplayErrorContext(&error).to_string(),
+    };
     match code.as_str() {
         "ResourceNotFoundException" => StoreError::misconfigured(
             BACKEND,

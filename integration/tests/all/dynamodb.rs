@@ -237,7 +237,7 @@ async fn a_storm_from_two_replicas(emulator: Emulator) {
     let url = dynamodb_server::url(emulator).await;
     let b = DynamoDbStore::new(dynamodb_server::client(&url), a.table());
     let lease = Duration::from_secs(2);
-    let storm = || {
+    let storm = |lease: Duration| {
         let (a, b) = (a.clone(), b.clone());
         async move {
             let claims = (0..KEYS).flat_map(|k| {
@@ -265,11 +265,12 @@ async fn a_storm_from_two_replicas(emulator: Emulator) {
             won
         }
     };
-    let first = storm().await;
+    let first = storm(lease).await;
     assert_eq!(first.len(), KEYS as usize);
     assert!(first.values().all(|w| w.len() == 1 && !w[0].0), "{first:?}");
     tokio::time::sleep(lease + Duration::from_millis(300)).await;
-    let again = storm().await;
+    // Held long enough to outlast the checks below on a slow emulator.
+    let again = storm(Duration::from_secs(60)).await;
     assert_eq!(again.len(), KEYS as usize);
     assert!(again.values().all(|w| w.len() == 1 && w[0].0), "{again:?}");
     let kept = Retention::new(Duration::from_secs(60));
