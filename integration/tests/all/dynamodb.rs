@@ -298,3 +298,99 @@ async fn a_storm_from_two_replicas_has_one_winner_per_key_on_dynoxide() {
 async fn a_storm_from_two_replicas_has_one_winner_per_key_on_moto() {
     a_storm_from_two_replicas(Emulator::Moto).await;
 }
+
+/// Admin, as the CLI uses it: list, inspect, stats and purge by scan; a
+/// released claim (kept for its steps) is no record; an expired record is
+/// purged, a tombstone loses its value, and a lapsed claim stays.
+#[tokio::test]
+async fn admin_lists_inspects_counts_and_purges() {
+    use idem::admin::{Admin, ListFilter, RecordState};
+    let store = store(Emulator::Dynoxide).await;
+    let idem = Idempotency::new(store.clone());
+    let done = idem
+        .call("admin", "done")
+        .run(|| async { Ok::<_, Error>("receipt".to_owned()) });
+    done.await.unwrap();
+    let lease = Duration::from_secs(60);
+    let claim = || Claim::new(Token::random(), Fingerprint::NONE, lease, "dynamodb-test");
+    let running = RecordKey::new("admin", &"running");
+    store.claim(&running, &claim()).await.unwrap();
+    let released = RecordKey::new("admin", &"released");
+    let held = claim();
+    store.claim(&released, &held).await.unwrap();
+    let step = idem::store::StepId::new(&"s");
+    store
+        .save_step(&released, held.token, step, b"v", lease)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.release(&released, held.token).await.unwrap(),
+        Fence::Held
+    );
+    let short = Duration::from_millis(300);
+    let kept = Retention::new(short);
+    for (name, kept) in [("expired", kept), ("tombstone", kept.with_tombstone(lease))] {
+        let key = RecordKey::new("admin", &name);
+        let held = claim();
+        store.claim(&key, &held).await.unwrap();
+        assert_eq!(
+            store
+                .complete(&key, held.token, b"old", kept)
+                .await
+                .unwrap(),
+            Fence::Held
+        );
+    }
+    let lapsed = RecordKey::new("admin", &"lapsed");
+    let held = Claim::new(Token::random(), Fingerprint::NONE, short, "dynamodb-test");
+    store.claim(&lapsed, &held).await.unwrap();
+    tokio::time::sleep(short * 2).await;
+    let stats = store.stats().await.unwrap();
+    let counts = (
+        stats.in_progress,
+        stats.completed,
+        stats.expired,
+        stats.tombstones,
+        stats.lapsed,
+    );
+    assert_eq!(counts, (1, 1, 1, 1, 1), "{stats:?}");
+    assert_eq!(store.list(&ListFilter::default()).await.unwrap().len(), 5);
+    let stuck = store
+        .list(&ListFilter::default().in_progress())
+        .await
+        .unwrap();
+    assert_eq!(stuck.len(), 1);
+    assert_eq!(
+        (stuck[0].key, stuck[0].state),
+        (running, RecordState::InProgress)
+    );
+    assert_eq!(stuck[0].site.as_deref(), Some("dynamodb-test"));
+    assert!(
+        store.inspect(&released).await.unwrap().is_none(),
+        "a released claim is listed"
+    );
+    let done = store
+        .inspect(&RecordKey::new("admin", "done"))
+        .await
+        .unwrap()
+        .unwrap();
+    let parts = idem::admin::decode_record_json(done.record.as_ref().unwrap()).unwrap();
+    assert_eq!(parts.value, serde_json::json!("receipt"));
+    let purged = store.purge().await.unwrap();
+    assert_eq!(
+        (purged.records, purged.tombstones, purged.steps),
+        (1, 1, 0),
+        "{purged:?}"
+    );
+    let stats = store.stats().await.unwrap();
+    assert_eq!(
+        (stats.expired, stats.tombstones, stats.lapsed),
+        (0, 1, 1),
+        "{stats:?}"
+    );
+    // The released call's step is still there for its next claim.
+    match store.claim(&released, &claim()).await.unwrap() {
+        ClaimOutcome::Won { steps, .. } => assert_eq!(steps.len(), 1),
+        other => panic!("{other:?}"),
+    }
+}
