@@ -55,10 +55,11 @@ pub const MAX_RECORD_BYTES: usize = 399_000;
 /// in-progress answer and a payload mismatch each cost that one request.
 /// Completion, renewal and release are one `UpdateItem` each, fenced by a
 /// condition on the claim's token; saving a step is one
-/// `TransactWriteItems` (the fence and the step's item). A claim that
-/// takes over a lapsed one, or replaces a record for a rerun
-/// (`mismatch = "rerun"`), costs one more write; a call that resumes
-/// saved steps, one `Query`.
+/// `TransactWriteItems` (the fence and the step's item). The claim's one
+/// condition also takes over a lapsed claim of the same payload
+/// (`took_over`) and, for a rerun (`mismatch = "rerun"`), replaces a
+/// record of another payload; a call that resumes saved steps costs one
+/// `Query` more.
 ///
 /// # Clocks
 ///
