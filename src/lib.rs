@@ -44,8 +44,8 @@
 //! - The stores, one feature each: [`MemoryStore`] (`memory`, default),
 //!   `RedisStore` (`redis`), `PostgresStore` and its transactional mode
 //!   (`postgres`), `SqliteStore` (`sqlite`), `MySqlStore` (`mysql`, MySQL
-//!   and MariaDB). Each backend's module ([`memory`], `redis`, `postgres`,
-//!   `sqlite`, `mysql`) holds its store and what else it needs (a builder,
+//!   and MariaDB), `DynamoDbStore` (`dynamodb`). Each backend's module
+//!   ([`memory`], `redis`, `postgres`, `sqlite`, `mysql`, `dynamodb`) holds its store and what else it needs (a builder,
 //!   defaults, the transaction types).
 //! - Your own store: the [`Store`] trait, the items of [`store`] it speaks
 //!   (claims, outcomes, fencing tokens), and the `idem-conformance` crate,
@@ -139,6 +139,15 @@ pub use idem_store::mysql;
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 #[doc(no_inline)]
 pub use idem_store::MySqlStore;
+
+#[cfg(feature = "dynamodb")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dynamodb")))]
+pub use idem_store::dynamodb;
+
+#[cfg(feature = "dynamodb")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dynamodb")))]
+#[doc(no_inline)]
+pub use idem_store::DynamoDbStore;
 
 // The integrations are crates of their own (`idem-axum`, `idem-reqwest`,
 // `idem-tonic`),

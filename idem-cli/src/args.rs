@@ -72,6 +72,12 @@ pub(crate) struct StoreArgs {
         hide_env_values = true
     )]
     pub mysql: Option<String>,
+    /// A DynamoDB table written by `DynamoDbStore` (credentials and region
+    /// from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN and
+    /// AWS_REGION; never created)
+    #[cfg(feature = "dynamodb")]
+    #[arg(long, value_name = "TABLE", env = "IDEM_DYNAMODB_TABLE", global = true)]
+    pub dynamodb: Option<String>,
     /// A SQLite file written by `SqliteStore` (opened read-only where the
     /// command only reads; never created or upgraded)
     #[cfg(feature = "sqlite")]
@@ -90,6 +96,14 @@ pub(crate) struct StoreOptions {
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     #[arg(long, default_value = "idem_records", global = true)]
     pub table: String,
+    /// DynamoDB endpoint, for a local emulator or a VPC endpoint.
+    #[cfg(feature = "dynamodb")]
+    #[arg(long, value_name = "URL", env = "AWS_ENDPOINT_URL", global = true)]
+    pub endpoint_url: Option<String>,
+    /// DynamoDB partition key prefix of the records.
+    #[cfg(feature = "dynamodb")]
+    #[arg(long, default_value = "idem#", global = true)]
+    pub dynamodb_prefix: String,
     /// Redis key prefix of the records.
     #[cfg(feature = "redis")]
     #[arg(long, default_value = "idem:", global = true)]

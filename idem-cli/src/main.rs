@@ -1,5 +1,5 @@
-//! `idem`: operate idem's idempotency records in Redis, PostgreSQL, SQLite
-//! or MySQL/MariaDB. See `idem --help` and README.md ("Operating records").
+//! `idem`: operate idem's idempotency records in Redis, PostgreSQL, SQLite,
+//! MySQL/MariaDB or DynamoDB. See `idem --help` and README.md ("Operating records").
 //!
 //! Exit codes: 0 done; 1 no such record; 2 bad arguments; 3 the store
 //! cannot be reached, failed, or holds no idem records; 4 the output could

@@ -43,6 +43,10 @@ pub(crate) async fn open(
     if let Some(url) = &args.mysql {
         return mysql(StoreUrl::new(url), options).await;
     }
+    #[cfg(feature = "dynamodb")]
+    if let Some(table) = &args.dynamodb {
+        return dynamodb(table, options);
+    }
     #[cfg(feature = "sqlite")]
     if let Some(path) = &args.sqlite {
         return sqlite(path, read_only).await;
@@ -62,9 +66,47 @@ const STORE_FLAGS: &[&str] = &[
     "--postgres URL (or IDEM_POSTGRES_URL)",
     #[cfg(feature = "mysql")]
     "--mysql URL (or IDEM_MYSQL_URL)",
+    #[cfg(feature = "dynamodb")]
+    "--dynamodb TABLE (or IDEM_DYNAMODB_TABLE)",
     #[cfg(feature = "sqlite")]
     "--sqlite FILE",
 ];
+
+/// A DynamoDB table, through a client configured from the standard AWS
+/// environment variables. Nothing is sent yet: a missing table or bad
+/// credentials fail the command's first request (exit 3).
+#[cfg(feature = "dynamodb")]
+fn dynamodb(table: &str, options: &StoreOptions) -> Result<Opened, Failure> {
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let region = var("AWS_REGION")
+        .or_else(|| var("AWS_DEFAULT_REGION"))
+        .ok_or_else(|| Failure::usage("--dynamodb needs AWS_REGION (or AWS_DEFAULT_REGION)"))?;
+    let (Some(id), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY")) else {
+        return Err(Failure::usage(
+            "--dynamodb needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials)",
+        ));
+    };
+    let credentials = Credentials::new(id, secret, var("AWS_SESSION_TOKEN"), None, "environment");
+    let mut config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(region.clone()))
+        .credentials_provider(credentials);
+    if let Some(url) = &options.endpoint_url {
+        config = config.endpoint_url(url);
+    }
+    let client = aws_sdk_dynamodb::Client::from_conf(config.build());
+    let store = idem::DynamoDbStore::new(client, table).with_prefix(&options.dynamodb_prefix);
+    let at = options.endpoint_url.as_deref().unwrap_or(&region);
+    Ok(Opened {
+        store: Box::new(store),
+        name: format!(
+            "DynamoDB at {at}, table {table}, keys {}*",
+            options.dynamodb_prefix
+        ),
+        scrub: Box::new(str::to_owned),
+    })
+}
 
 #[cfg(feature = "redis")]
 async fn redis(url: StoreUrl, options: &StoreOptions) -> Result<Opened, Failure> {

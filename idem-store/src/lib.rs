@@ -1,7 +1,7 @@
 //! Stores for [idem](https://docs.rs/idemkit), each behind a feature:
 //! `memory` ([`MemoryStore`]), `redis` ([`RedisStore`]), `postgres`
-//! ([`PostgresStore`]), `sqlite` ([`SqliteStore`]) and `mysql`
-//! ([`MySqlStore`], MySQL and MariaDB). Every store passes
+//! ([`PostgresStore`]), `sqlite` ([`SqliteStore`]), `mysql`
+//! ([`MySqlStore`], MySQL and MariaDB) and `dynamodb` (`DynamoDbStore`). Every store passes
 //! the conformance suite, the `idem-conformance` crate.
 //!
 //! Each backend is a module holding its store and whatever else it needs
@@ -72,3 +72,14 @@ pub mod redis;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 #[doc(no_inline)]
 pub use crate::redis::RedisStore;
+
+/// Records in DynamoDB: [`DynamoDbStore`](dynamodb::DynamoDbStore) and its
+/// record size limit.
+#[cfg(feature = "dynamodb")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dynamodb")))]
+pub mod dynamodb;
+
+#[cfg(feature = "dynamodb")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dynamodb")))]
+#[doc(no_inline)]
+pub use crate::dynamodb::DynamoDbStore;

@@ -76,6 +76,7 @@
 //! IDEM_POSTGRES_URL="$URL" idem stats --schema billing --table idem_records --json
 //! idem --mysql mysql://app@db/app list --table checkout_idem                # MySQL or MariaDB
 //! idem purge --sqlite idem.db
+//! AWS_REGION=eu-west-1 idem --dynamodb idem stats                          # AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY set
 //! ```
 //!
 //! | command | does |
@@ -95,9 +96,14 @@
 //! claims only; a lapsed claim has no expiry left.
 //!
 //! The store flags (`--redis URL`, `--postgres URL`, `--mysql URL`,
-//! `--sqlite FILE`, with `--schema`/`--table` for PostgreSQL, `--table` for
-//! MySQL, whose database is the URL's, and `--prefix` for Redis) and
-//! `--json` go before or after the command.
+//! `--sqlite FILE`, `--dynamodb TABLE`, with `--schema`/`--table` for
+//! PostgreSQL, `--table` for MySQL, whose database is the URL's,
+//! `--prefix` for Redis, `--dynamodb-prefix` and `--endpoint-url` (or
+//! `AWS_ENDPOINT_URL`) for DynamoDB) and `--json` go before or after the
+//! command. DynamoDB's credentials and region come from the standard
+//! variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+//! `AWS_SESSION_TOKEN`, `AWS_REGION`); its `list`, `purge` and `stats`
+//! scan the table.
 //! `IDEM_POSTGRES_URL`/`IDEM_MYSQL_URL`/`IDEM_REDIS_URL` stand for the URL
 //! flags and keep a password out of `ps`; a URL's password
 //! is never printed (errors, `--json`, help): it shows as `***`. `--record`

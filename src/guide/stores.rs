@@ -2,7 +2,8 @@
 //!
 //! Each store type is at `idem::`; its module ([`memory`](crate::memory),
 //! [`redis`](crate::redis), [`postgres`](crate::postgres),
-//! [`sqlite`](crate::sqlite), [`mysql`](crate::mysql)) holds the rest: builders, defaults, the
+//! [`sqlite`](crate::sqlite), [`mysql`](crate::mysql),
+//! [`dynamodb`](crate::dynamodb)) holds the rest: builders, defaults, the
 //! transactional mode.
 //!
 //! | type | feature | use it for | guide |
@@ -12,6 +13,7 @@
 //! | [`RedisStore`](crate::RedisStore) | `redis` | several replicas sharing a Redis or a Redis Cluster | [`redis`](super::redis) |
 //! | [`PostgresStore`](crate::PostgresStore) | `postgres` | several replicas, durable records, and the transactional mode | [`sql`](super::sql) |
 //! | [`MySqlStore`](crate::MySqlStore) | `mysql` | several replicas on the MySQL 8 or MariaDB 10.6+ they already run | [`sql`](super::sql#mysql-and-mariadb) |
+//! | [`DynamoDbStore`](crate::DynamoDbStore) | `dynamodb` | services and Lambdas on AWS, no server to run | [below](#dynamodb) |
 //!
 //! **Which store when.** Put the records where the service already keeps its
 //! state; add a server only for idempotency when none of these fits.
@@ -23,6 +25,7 @@
 //! | several replicas and a Redis | `RedisStore` | the fewest microseconds per call; durable as far as your Redis is (AOF, replicas with `wait_for_replicas`) |
 //! | several replicas on PostgreSQL | `PostgresStore` | durable; with effects in the same database, the transactional mode commits effect and record together |
 //! | several replicas on MySQL or MariaDB (RDS, Aurora MySQL) | `MySqlStore` | durable, in the database you run, no Redis to add; not on Vitess/PlanetScale (no stored procedures) |
+//! | AWS Lambda, or services on AWS without a database of their own | `DynamoDbStore` | on-demand, nothing to run; one request per claim and per replay; expiry by the callers' clocks |
 //!
 //! # What every store keeps
 //!
@@ -33,6 +36,37 @@
 //! whose lease ran out is refused at completion even when nobody took
 //! over yet: the rule is "succeeds only while the claim is held", which a
 //! TTL-based store such as Redis can keep exactly.
+//!
+//! # DynamoDB
+//!
+//! [`DynamoDbStore`](crate::DynamoDbStore) takes the
+//! `aws_sdk_dynamodb::Client` you build (from `aws-config`, with your
+//! region and credentials) and a table name;
+//! [`create_table`](crate::DynamoDbStore::create_table) makes an on-demand
+//! table with DynamoDB's TTL sweep enabled, or create it with your
+//! infrastructure code (string keys `pk` and `sk`, TTL attribute `ttl`;
+//! other names with `with_key_attributes` and `with_ttl_attribute`, a
+//! shared table with `with_prefix`).
+//!
+//! | a call | requests |
+//! | --- | --- |
+//! | fresh | the claim (`UpdateItem`) and the completion (`UpdateItem`) |
+//! | a replay, in progress, another payload | the claim alone: its failed condition returns the item (`ALL_OLD`) |
+//! | a takeover of a lapsed claim, a rerun's replacement | the claim alone |
+//! | a resumed call with saved steps | the claim and one `Query` |
+//! | each step saved | one `TransactWriteItems` (fence and step) |
+//!
+//! DynamoDB has no clock in a condition: leases and TTLs are judged by the
+//! calling hosts' clocks, checked in every condition and read (its TTL
+//! sweep runs late). Keep the clocks synchronised; the store's skew
+//! allowance (`with_clock_skew`, 50 ms) ends a holder's usable lease that
+//! much early, so a holder's last fenced write precedes any takeover while
+//! clocks differ by less. DynamoDB keeps items of up to 400 KB: a larger
+//! record is refused at completion (`StoreErrorKind::Unsupported`, nothing
+//! written, the claim lapses); give the handle
+//! `max_record_bytes(idem::dynamodb::MAX_RECORD_BYTES)` to settle such
+//! results as not stored instead. `idem list`, `purge` and `stats` scan
+//! the table.
 //!
 //! # The memory store
 //!

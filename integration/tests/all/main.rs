@@ -18,6 +18,8 @@ mod support;
 mod client;
 #[cfg(feature = "memory")]
 mod detach;
+#[cfg(feature = "dynamodb")]
+mod dynamodb;
 #[cfg(all(feature = "tonic", feature = "memory"))]
 mod grpc;
 #[cfg(all(feature = "tonic", feature = "memory"))]

@@ -8,6 +8,8 @@ pub(crate) mod captured;
 #[cfg(all(feature = "axum", feature = "memory", feature = "client"))]
 pub(crate) mod client;
 pub(crate) mod cluster;
+#[cfg(feature = "dynamodb")]
+pub(crate) mod dynamodb_server;
 #[cfg(all(feature = "tonic", feature = "memory"))]
 pub(crate) mod grpc;
 #[cfg(all(feature = "axum", feature = "memory"))]
