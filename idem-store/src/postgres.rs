@@ -206,7 +206,7 @@ impl PostgresStore {
     /// # }
     /// ```
     pub async fn purge_expired(&self) -> Result<u64, StoreError> {
-        let purged = self.inner.purge().await?;
+        let purged = self.inner.purge(&self.inner.default_purge()).await?;
         Ok(purged.records + purged.steps + purged.tombstones)
     }
 

@@ -63,6 +63,13 @@ mod operations;
 mod postgres;
 #[cfg(feature = "postgres")]
 mod postgres_tx;
+#[cfg(all(
+    feature = "memory",
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "mysql"
+))]
+mod purge;
 mod queue_disposition;
 #[cfg(feature = "postgres")]
 mod queue_jetstream;
