@@ -97,6 +97,13 @@ mod renewal_runtimes;
 mod rolled_back;
 #[cfg(all(feature = "redis", feature = "postgres", feature = "mysql"))]
 mod round_trips;
+#[cfg(all(
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "redis"
+))]
+mod soak;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(feature = "sqlite")]
