@@ -76,7 +76,11 @@ async fn call(idem: &Idempotency, scope: &'static str, key: u64, ttl: Duration) 
 /// of the expired tenth.
 fn fill_key(i: u64, size: u64) -> u64 {
     let k = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % size;
-    if k % 10 == 0 { (k + 1) % size } else { k }
+    if k.is_multiple_of(10) {
+        (k + 1) % size
+    } else {
+        k
+    }
 }
 
 /// One size's figures: fresh c1, c32, replay c1, c32, bytes/record, purge.
@@ -98,7 +102,7 @@ async fn at_size<A: Admin + 'static>(
     let fill = idem.clone();
     measure(32, size, 0, move |i| {
         let idem = fill.clone();
-        let ttl = if i % 10 == 0 {
+        let ttl = if i.is_multiple_of(10) {
             Duration::from_secs(1)
         } else {
             day
@@ -185,7 +189,7 @@ fn tag() -> String {
 async fn sqlite(size: u64) -> Sized {
     let path = std::env::temp_dir().join(format!("idem-scale-{}.db", tag()));
     let store = Arc::new(SqliteStore::open(&path).await.unwrap());
-    let idem = Idempotency::new(store.clone());
+    let idem = Idempotency::new((*store).clone());
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
         .await
         .unwrap();
@@ -220,13 +224,19 @@ async fn postgres(size: u64) -> Sized {
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     let table = store.table().to_owned();
     let store = Arc::new(store);
-    let out = at_size(store.clone(), Idempotency::new(store), size, async || {
-        let bytes: i64 = sqlx::query_scalar(&format!("SELECT pg_total_relation_size('{table}')"))
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-        bytes as f64
-    })
+    let out = at_size(
+        store.clone(),
+        Idempotency::new((*store).clone()),
+        size,
+        async || {
+            let bytes: i64 =
+                sqlx::query_scalar(&format!("SELECT pg_total_relation_size('{table}')"))
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            bytes as f64
+        },
+    )
     .await;
     sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
         .execute(&pool)
@@ -246,12 +256,16 @@ async fn mysql(size: u64) -> Sized {
     store.migrate().await.unwrap();
     let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
     let store = Arc::new(store);
-    let out = at_size(store.clone(), Idempotency::new(store), size, async || {
-        sqlx::query(&format!("ANALYZE TABLE `{table}`"))
-            .execute(&pool)
-            .await
-            .unwrap();
-        let bytes: u64 = sqlx::query_scalar(
+    let out = at_size(
+        store.clone(),
+        Idempotency::new((*store).clone()),
+        size,
+        async || {
+            sqlx::query(&format!("ANALYZE TABLE `{table}`"))
+                .execute(&pool)
+                .await
+                .unwrap();
+            let bytes: u64 = sqlx::query_scalar(
             "SELECT CAST(data_length + index_length AS UNSIGNED) FROM information_schema.tables \
              WHERE table_schema = DATABASE() AND table_name = ?",
         )
@@ -259,8 +273,9 @@ async fn mysql(size: u64) -> Sized {
         .fetch_one(&pool)
         .await
         .unwrap();
-        bytes as f64
-    })
+            bytes as f64
+        },
+    )
     .await;
     for suffix in ["", "_steps", "_migrations"] {
         let drop = format!("DROP TABLE IF EXISTS `{table}{suffix}`");
@@ -281,21 +296,26 @@ async fn redis(size: u64) -> Sized {
     );
     let client = redis::Client::open(url).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let out = at_size(store.clone(), Idempotency::new(store), size, async || {
-        let keys: Vec<String> = redis_keys(&mut conn, &prefix).await;
-        let sample = &keys[..keys.len().min(2_000)];
-        let mut sum = 0u64;
-        for key in sample {
-            let used: Option<u64> = redis::cmd("MEMORY")
-                .arg("USAGE")
-                .arg(key)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            sum += used.unwrap_or(0);
-        }
-        sum as f64 * keys.len() as f64 / sample.len().max(1) as f64
-    })
+    let out = at_size(
+        store.clone(),
+        Idempotency::new((*store).clone()),
+        size,
+        async || {
+            let keys: Vec<String> = redis_keys(&mut conn, &prefix).await;
+            let sample = &keys[..keys.len().min(2_000)];
+            let mut sum = 0u64;
+            for key in sample {
+                let used: Option<u64> = redis::cmd("MEMORY")
+                    .arg("USAGE")
+                    .arg(key)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                sum += used.unwrap_or(0);
+            }
+            sum as f64 * keys.len() as f64 / sample.len().max(1) as f64
+        },
+    )
     .await;
     for key in redis_keys(&mut conn, &prefix).await {
         let _: () = redis::cmd("UNLINK")

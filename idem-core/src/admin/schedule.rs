@@ -30,9 +30,8 @@ use crate::Error;
 /// use idem::admin::{Purge, spawn_purge};
 ///
 /// let store = Arc::new(idem::MemoryStore::new());
-/// let purger = spawn_purge(store.clone(), Duration::from_secs(300), Purge::default())?;
-/// let idem = idem::Idempotency::new(store);
-/// // … serve with `idem`; at shutdown:
+/// let purger = spawn_purge(store, Duration::from_secs(300), Purge::default())?;
+/// // … serve; at shutdown:
 /// purger.shutdown().await;
 /// # Ok(()) }
 /// ```

@@ -67,7 +67,7 @@ impl Admin for MemoryStore {
                     .filter(|info| filter.older_than.is_none_or(|age| info.age >= age)),
             );
         }
-        all.sort_by(|a, b| b.age.cmp(&a.age));
+        all.sort_by_key(|info| std::cmp::Reverse(info.age));
         all.truncate(filter.limit.unwrap_or(usize::MAX));
         Ok(all)
     }

@@ -77,7 +77,7 @@ async fn paced(store: impl Admin + Clone + 'static) {
     assert!(
         between
             .iter()
-            .all(|n| (EXPIRED + LIVE - n) % u64::from(BATCH) == 0),
+            .all(|n| (EXPIRED + LIVE - n).is_multiple_of(u64::from(BATCH))),
         "counts seen mid-purge are whole batches apart: {seen:?}"
     );
     // 8 full batches, each followed by a pause: most are seen.
