@@ -119,8 +119,9 @@ pub(crate) enum Command {
     /// Remove one record (completed or in progress) and its saved steps, so
     /// its next call runs again.
     Forget(Which),
-    /// Delete expired records and the steps of expired calls.
-    Purge,
+    /// Delete expired records and the steps of expired calls, in small
+    /// batches with a pause between them so live traffic is not stalled.
+    Purge(PurgeArgs),
     /// Count records by state.
     Stats,
 }
@@ -182,6 +183,25 @@ pub(crate) struct Which {
     /// (at least 4 hex digits), as git takes commits.
     #[arg(long, value_name = "HEX")]
     pub record: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PurgeArgs {
+    /// Rows one statement deletes at most.
+    #[arg(long, value_name = "ROWS", default_value_t = idem::admin::Purge::DEFAULT_BATCH)]
+    pub batch: u32,
+    /// The wait between two statements, e.g. 20ms, 0s (back to back).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "20ms")]
+    pub pause: Duration,
+}
+
+impl PurgeArgs {
+    /// The purge's pacing.
+    pub(crate) fn options(&self) -> idem::admin::Purge {
+        idem::admin::Purge::default()
+            .batch(self.batch)
+            .pause(self.pause)
+    }
 }
 
 #[derive(Debug, Args)]

@@ -157,8 +157,11 @@ async fn run(cli: &Cli) -> Result<String, Failure> {
                 render::list_text(&records, &opened.name)
             })
         }
-        Command::Purge => {
-            let purged = store.purge().await.map_err(|e| opened.failed(e))?;
+        Command::Purge(args) => {
+            let purged = store
+                .purge_with(&args.options())
+                .await
+                .map_err(|e| opened.failed(e))?;
             Ok(if json {
                 text(render::purged_json(&purged))
             } else {

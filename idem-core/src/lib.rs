@@ -103,9 +103,11 @@ pub mod admin {
 
     mod codec;
     mod display;
+    mod schedule;
 
     pub use codec::{RecordParts, decode_record, decode_record_json, encode_record};
     pub use display::display_value;
+    pub use schedule::{PurgeTask, spawn_purge};
 }
 
 pub use call::{

@@ -1,6 +1,7 @@
 //! One process's store, [`MemoryStore`]: sharded maps, a monotonic clock,
 //! bounded.
 
+mod admin;
 mod steps;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,6 +86,9 @@ struct Entry {
     /// When the entry may go: `until`, or the end of a completed record's
     /// tombstone.
     kept: Instant,
+    /// When the claim was won, and where: for `Admin`.
+    claimed: Instant,
+    site: &'static str,
 }
 
 enum State {
@@ -328,6 +332,8 @@ impl Store for MemoryStore {
                 state: State::InProgress(claim.token),
                 until: now + claim.lease,
                 kept: now + claim.lease + LAPSED_CLAIM_KEPT,
+                claimed: now,
+                site: claim.site,
             },
         );
         Ok(ClaimOutcome::won(took_over, shard.steps.finished(key, now)))

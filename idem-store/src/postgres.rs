@@ -185,28 +185,27 @@ impl PostgresStore {
     /// [`LAPSED_CLAIM_KEPT`](idem_core::store::LAPSED_CLAIM_KEPT) ago (a
     /// lapsed claim is the evidence a takeover and its reconcile need), in statements of at most
     /// [`purge_batch`](PostgresStoreBuilder::purge_batch) rows (rows locked
-    /// by a running claim are skipped), and returns how many it deleted; a
+    /// by a running claim are skipped) with 20 ms between statements
+    /// (`Admin::purge_with` paces otherwise), and returns how many it deleted; a
     /// record past its TTL whose tombstone stands loses its value instead
     /// (counted too) and is deleted once the tombstone has passed.
     /// Expired records are already ignored by every operation; purging them
-    /// only reclaims space. Run it every few minutes from one place, e.g. a tokio task:
+    /// only reclaims space. Run it every few minutes from one place, e.g. with `spawn_purge`:
     ///
     /// ```no_run
-    /// # async fn f(store: idem::PostgresStore) {
-    /// tokio::spawn(async move {
-    ///     let mut every = tokio::time::interval(std::time::Duration::from_secs(300));
-    ///     loop {
-    ///         every.tick().await;
-    ///         match store.purge_expired().await {
-    ///             Ok(n) => tracing::debug!(n, "idem: purged expired records"),
-    ///             Err(err) => tracing::warn!(%err, "idem: purge failed"),
-    ///         }
-    ///     }
-    /// });
+    /// # async fn f(store: idem::PostgresStore) -> Result<(), idem::Error> {
+    /// use std::{sync::Arc, time::Duration};
+    /// let purger = idem::admin::spawn_purge(
+    ///     Arc::new(store),
+    ///     Duration::from_secs(300),
+    ///     idem::admin::Purge::default(),
+    /// )?;
+    /// // … serve; dropping `purger` stops it.
+    /// # drop(purger); Ok(())
     /// # }
     /// ```
     pub async fn purge_expired(&self) -> Result<u64, StoreError> {
-        let purged = self.inner.purge().await?;
+        let purged = self.inner.purge(&self.inner.default_purge()).await?;
         Ok(purged.records + purged.steps + purged.tombstones)
     }
 

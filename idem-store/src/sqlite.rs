@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use idem_contract::admin::Purged;
+use idem_contract::admin::{Purge, Purged};
 use idem_contract::fingerprint::Fingerprint;
 use idem_contract::key::RecordKey;
 use idem_contract::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
@@ -44,8 +44,6 @@ const MAX_CONNECTIONS: u32 = 4;
 /// How long a writer waits for another (in this process or another one)
 /// before `Error::Store`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Rows one purge statement deletes at most.
-const PURGE_BATCH: i64 = 5_000;
 
 /// Records in a SQLite file: the embedded, durable default for a single
 /// host. No server; records survive restarts; several processes on the
@@ -158,59 +156,65 @@ impl SqliteStore {
         Ok(SqliteStore { pool, file })
     }
 
-    /// Deletes expired records, claims and steps, in statements of at most 5,000
-    /// rows, and returns how many it deleted; a record past its TTL whose
-    /// tombstone stands loses its value instead (counted too) and is
-    /// deleted once the tombstone has passed. Expired rows are already
-    /// ignored by every step; this only reclaims space. Run it now and
-    /// then:
+    /// Deletes expired records, claims and steps, in statements of at most
+    /// [`Purge::DEFAULT_BATCH`] rows with [`Purge::DEFAULT_PAUSE`] between
+    /// them (SQLite has one writer: a claim waits behind the batch being
+    /// deleted, never behind the whole purge), and returns how many it
+    /// deleted; a record past its TTL whose tombstone stands loses its
+    /// value instead (counted too) and is deleted once the tombstone has
+    /// passed. Expired rows are already ignored by every step; this only
+    /// reclaims space. Paced otherwise with `Admin::purge_with`; run now
+    /// and then with `idem::admin::spawn_purge`:
     ///
     /// ```no_run
     /// # async fn f(store: idem::SqliteStore) {
-    /// tokio::spawn(async move {
-    ///     let mut every = tokio::time::interval(std::time::Duration::from_secs(600));
-    ///     loop {
-    ///         every.tick().await;
-    ///         let _ = store.purge_expired().await;
-    ///     }
-    /// });
+    /// let purger = idem::admin::spawn_purge(
+    ///     std::sync::Arc::new(store),
+    ///     std::time::Duration::from_secs(600),
+    ///     idem::admin::Purge::default(),
+    /// );
+    /// // … serve; dropping `purger` stops it.
+    /// # drop(purger);
     /// # }
     /// ```
     pub async fn purge_expired(&self) -> Result<u64, StoreError> {
-        let purged = self.purge_counted().await?;
+        let purged = self.purge_counted(&Purge::default()).await?;
         Ok(purged.records + purged.steps + purged.tombstones)
     }
 
-    /// Purges as [`purge_expired`](Self::purge_expired) does, counting
-    /// records and steps apart.
-    async fn purge_counted(&self) -> Result<Purged, StoreError> {
+    /// Purges as [`purge_expired`](Self::purge_expired) does, paced by
+    /// `options`, counting records and steps apart.
+    async fn purge_counted(&self, options: &Purge) -> Result<Purged, StoreError> {
+        let batch = i64::from(options.batch.max(1));
         let mut purged = Purged::default();
-        purged.records = self.in_batches(PURGE).await?;
-        purged.tombstones = self.in_batches(COMPACT).await?;
-        loop {
-            let n = steps::purge(&self.pool, PURGE_BATCH).await?;
-            purged.steps += n;
-            if n < PURGE_BATCH as u64 {
-                return Ok(purged);
-            }
-        }
+        purged.records = self.in_batches(PURGE, batch, options.pause).await?;
+        purged.tombstones = self.in_batches(COMPACT, batch, options.pause).await?;
+        purged.steps = self.in_batches(steps::PURGE, batch, options.pause).await?;
+        Ok(purged)
     }
 
     /// Runs `statement` (bound to a batch size) until it changes fewer
-    /// rows than a batch; how many it changed.
-    async fn in_batches(&self, statement: &'static str) -> Result<u64, StoreError> {
+    /// rows than a batch, pausing `pause` after each full batch so that
+    /// claims get the single writer's lock in between; how many it changed.
+    async fn in_batches(
+        &self,
+        statement: &'static str,
+        batch: i64,
+        pause: Duration,
+    ) -> Result<u64, StoreError> {
         let mut changed = 0;
         loop {
             let n = sqlx::query(statement)
-                .bind(PURGE_BATCH)
+                .bind(batch)
                 .execute(&self.pool)
                 .await
                 .map_err(err)?
                 .rows_affected();
             changed += n;
-            if n < PURGE_BATCH as u64 {
+            if n < batch as u64 {
                 return Ok(changed);
             }
+            tokio::time::sleep(pause).await;
         }
     }
 

@@ -77,6 +77,7 @@
 //! idem --mysql mysql://app@db/app list --table checkout_idem                # MySQL or MariaDB
 //! idem purge --sqlite idem.db
 //! AWS_REGION=eu-west-1 idem --dynamodb idem stats                          # AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY set
+//! idem purge --postgres "$URL" --batch 500 --pause 50ms             # gentler beside heavy traffic
 //! ```
 //!
 //! | command | does |
@@ -84,7 +85,7 @@
 //! | `inspect --scope S --key K` (or `--http 'METHOD ROUTE' --key K`, or `--record HEX`) | the store it read (and its table or key prefix), state, age, expiry, fingerprint, size, and the stored value: a response the HTTP layer stored as status, headers and body; any other value with its kind, version and type (below) |
 //! | `list [--in-progress] [--older-than D] [--limit N]` | records, oldest first: hashed key, state, age, expiry, size, call site (the function's path, or `METHOD /route` for the HTTP layer) |
 //! | `forget --scope S --key K` (or `--http …`, or `--record HEX`) | removes the record and its saved steps (on SQLite in one transaction) so the next call runs again |
-//! | `purge` | deletes expired records and the steps of expired calls, counted apart (`{"purged": records, "steps": steps}`; Redis expires its own: 0); a lapsed claim stays a day (`idem::store::LAPSED_CLAIM_KEPT`), the evidence a takeover needs |
+//! | `purge [--batch N] [--pause D]` | deletes expired records and the steps of expired calls, at most N rows a statement (default 1,000) with D between statements (default 20ms, `0s` for back to back) so live calls never wait behind the whole purge, counted apart (`{"purged": records, "steps": steps}`; Redis expires its own: 0); a lapsed claim stays a day (`idem::store::LAPSED_CLAIM_KEPT`), the evidence a takeover needs |
 //! | `stats` | counts by state (in progress, completed, expired, lapsed, tombstones) and stored bytes |
 //!
 //! The states, the same on every store: `in_progress` (a claim whose lease

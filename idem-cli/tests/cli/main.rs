@@ -17,3 +17,4 @@ mod redis_server;
 mod commands;
 mod hardening;
 mod http_records;
+mod purge_pace;

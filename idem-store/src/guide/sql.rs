@@ -111,31 +111,56 @@
 //! the key were new. So a purge keeps a lapsed claim for
 //! [`LAPSED_CLAIM_KEPT`](idem_contract::store::LAPSED_CLAIM_KEPT) (a day) after its
 //! lease, as Redis does. `purge_expired()` deletes the rest in batches of
-//! `purge_batch` rows (default 5,000; rows locked by a running claim are
-//! skipped) and returns how many went. Run it every few minutes from one
-//! place:
+//! `purge_batch` rows (default 1,000; rows locked by a running claim are
+//! skipped) with 20 ms between batches, so a claim waits behind one short
+//! batch at most, never behind the whole purge, and returns how many went.
+//! `Admin::purge_with(&idem::admin::Purge)` paces one purge otherwise
+//! (`batch(n)`, `pause(d)`; the CLI's `idem purge --batch N --pause 20ms`).
+//! Run it every few minutes from one place, with
+//! `idem::admin::spawn_purge`:
 //!
 //! ```toml
 //! [dependencies]
 //! idemkit = { version = "0.1", features = ["postgres"] }
 //! tokio = { version = "1", features = ["full"] }
-//! tracing = "0.1"   # for the warning below
 //! ```
 //!
 //! ```no_run
-//! # fn purge(store: idem::PostgresStore) {
-//! let purger = store.clone();
-//! tokio::spawn(async move {
-//!     let mut every = tokio::time::interval(std::time::Duration::from_secs(300));
-//!     loop {
-//!         every.tick().await;
-//!         if let Err(err) = purger.purge_expired().await {
-//!             tracing::warn!(%err, "idem: purge failed");
-//!         }
-//!     }
-//! });
-//! # }
+//! # fn purge(store: idem::PostgresStore) -> Result<(), idem::Error> {
+//! use std::{sync::Arc, time::Duration};
+//! use idem::admin::{Purge, spawn_purge};
+//! let purger = spawn_purge(Arc::new(store), Duration::from_secs(300), Purge::default())?;
+//! // … serve; at shutdown (or on drop) it stops:
+//! drop(purger);
+//! # Ok(()) }
 //! ```
+//!
+//! **PostgreSQL and bloat.** A `DELETE` leaves dead rows that only a
+//! vacuum makes reusable; between two vacuums the table and its indexes
+//! grow by what was deleted. idem's table is a churn table (every call
+//! inserts a row, updates it once, and a purge deletes it a TTL later),
+//! and the default autovacuum trigger (20% of the table dead) lets a large
+//! table carry a fifth of itself as dead rows. Tell autovacuum to visit
+//! this table after each purge instead, so the space is reused by the next
+//! inserts and the table stays at its live size:
+//!
+//! ```sql
+//! ALTER TABLE idem_records SET (
+//!     autovacuum_vacuum_scale_factor = 0.01,
+//!     autovacuum_vacuum_threshold = 1000,
+//!     autovacuum_vacuum_insert_scale_factor = 0.05,
+//!     autovacuum_analyze_scale_factor = 0.02
+//! );
+//! ALTER TABLE idem_records_steps SET (autovacuum_vacuum_scale_factor = 0.01);
+//! ```
+//!
+//! A lower `fillfactor` does not help here: it makes room for updates that
+//! change no indexed column (HOT updates), and a completion changes
+//! `expires_at`, which is indexed. idem does not set these itself (they
+//! are the operator's, and `migrate` never rewrites a table's storage
+//! parameters). Time partitions dropped whole would replace the `DELETE`
+//! altogether, but a record's partition would follow its TTL, which each
+//! call chooses: not done.
 //!
 //! A plain `DELETE … WHERE expires_at <= now()` (from `pg_cron`, say) is
 //! not a substitute: it would drop the lapsed claims and the standing

@@ -72,11 +72,15 @@ impl Steps {
         });
     }
 
-    /// Drops expired steps, and calls left with none.
-    pub(super) fn sweep(&mut self, now: Instant) {
+    /// Drops expired steps, and calls left with none; how many steps.
+    pub(super) fn sweep(&mut self, now: Instant) -> u64 {
+        let mut dropped = 0;
         self.calls.retain(|_, saved| {
+            let before = saved.len();
             saved.retain(|step| step.until > now);
+            dropped += (before - saved.len()) as u64;
             !saved.is_empty()
         });
+        dropped
     }
 }

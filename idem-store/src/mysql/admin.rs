@@ -3,7 +3,7 @@
 //! rendered per use.
 
 use idem_contract::StoreError;
-use idem_contract::admin::{Admin, ListFilter, Purged, RecordInfo, Stats};
+use idem_contract::admin::{Admin, ListFilter, Purge, Purged, RecordInfo, Stats};
 use idem_contract::key::RecordKey;
 use idem_contract::store::async_trait;
 use sqlx::Row;
@@ -126,7 +126,11 @@ impl Admin for MySqlStore {
     }
 
     async fn purge(&self) -> Result<Purged, StoreError> {
-        self.inner.purge().await
+        self.inner.purge(&self.inner.default_purge()).await
+    }
+
+    async fn purge_with(&self, options: &Purge) -> Result<Purged, StoreError> {
+        self.inner.purge(options).await
     }
 
     async fn stats(&self) -> Result<Stats, StoreError> {

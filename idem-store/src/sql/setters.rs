@@ -60,11 +60,12 @@ macro_rules! settings_setters {
 
             /// How many rows one statement of
             #[doc = concat!("[`purge_expired`](", $store, "::purge_expired) deletes (default")]
-            #[doc = concat!("5,000): small batches keep locks and ", $log, " short.")]
+            #[doc = concat!("1,000, `idem::admin::Purge::DEFAULT_BATCH`): small batches keep locks and ", $log, " short.")]
+            /// A purge paced otherwise per run is `Admin::purge_with`.
             ///
             /// ```no_run
             /// # async fn f() -> Result<(), idem::StoreError> {
-            #[doc = concat!("let builder = idem::", $store, "::builder().purge_batch(1_000);")]
+            #[doc = concat!("let builder = idem::", $store, "::builder().purge_batch(500);")]
             /// # Ok(()) }
             /// ```
             pub fn purge_batch(mut self, rows: u32) -> Self {

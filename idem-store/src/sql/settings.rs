@@ -21,7 +21,7 @@ pub(crate) const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a store operation waits for the server's answer, unless set.
 pub(crate) const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How many rows one purge statement deletes, unless set.
-pub(crate) const DEFAULT_PURGE_BATCH: u32 = 5_000;
+pub(crate) const DEFAULT_PURGE_BATCH: u32 = idem_contract::admin::Purge::DEFAULT_BATCH;
 
 /// A SQL store's connection and purge settings.
 #[derive(Debug, Clone)]

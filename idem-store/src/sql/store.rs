@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use idem_contract::StoreError;
-use idem_contract::admin::Purged;
+use idem_contract::admin::{self, Purged};
 use idem_contract::key::RecordKey;
 use idem_contract::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token};
 
@@ -182,10 +182,11 @@ where
         Ok(())
     }
 
-    /// Deletes expired rows in batches of at most `purge_batch`, counting
-    /// records, tombstones and steps apart.
-    pub(crate) async fn purge(&self) -> Result<Purged, StoreError> {
-        let batch = i64::from(self.purge_batch);
+    /// Deletes expired rows in batches of at most `options.batch`, pausing
+    /// `options.pause` after each full one, counting records, tombstones
+    /// and steps apart.
+    pub(crate) async fn purge(&self, options: &admin::Purge) -> Result<Purged, StoreError> {
+        let batch = i64::from(options.batch.max(1));
         let mut purged = Purged::default();
         for (which, count) in [
             (Purge::Records, &mut purged.records),
@@ -198,9 +199,15 @@ where
                 if n < batch as u64 {
                     break;
                 }
+                tokio::time::sleep(options.pause).await;
             }
         }
         Ok(purged)
+    }
+
+    /// The purge `purge()` runs: the builder's batch, the default pause.
+    pub(crate) fn default_purge(&self) -> admin::Purge {
+        admin::Purge::default().batch(self.purge_batch)
     }
 
     /// The store's `Debug`: its type, table and connections.

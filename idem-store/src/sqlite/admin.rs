@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use idem_contract::StoreError;
-use idem_contract::admin::{Admin, ListFilter, Purged, RecordInfo, RecordState, Stats};
+use idem_contract::admin::{Admin, ListFilter, Purge, Purged, RecordInfo, RecordState, Stats};
 use idem_contract::key::RecordKey;
 use idem_contract::store::async_trait;
 use sqlx::Row;
@@ -113,7 +113,11 @@ impl Admin for SqliteStore {
     }
 
     async fn purge(&self) -> Result<Purged, StoreError> {
-        self.purge_counted().await
+        self.purge_counted(&Purge::default()).await
+    }
+
+    async fn purge_with(&self, options: &Purge) -> Result<Purged, StoreError> {
+        self.purge_counted(options).await
     }
 
     async fn stats(&self) -> Result<Stats, StoreError> {

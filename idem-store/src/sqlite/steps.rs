@@ -34,7 +34,7 @@ const LOAD: &str = concat!(
     now_ms!()
 );
 
-const PURGE: &str = concat!(
+pub(super) const PURGE: &str = concat!(
     "DELETE FROM idem_steps WHERE (call, step) IN (SELECT call, step FROM idem_steps WHERE expires_at <= ",
     now_ms!(),
     " LIMIT ?1)"
@@ -80,14 +80,4 @@ pub(super) async fn load(
             Ok((StepId::from_bytes(id), Bytes::from(value)))
         })
         .collect()
-}
-
-/// Deletes up to `batch` expired steps; returns how many.
-pub(super) async fn purge(pool: &SqlitePool, batch: i64) -> Result<u64, StoreError> {
-    let done = sqlx::query(PURGE)
-        .bind(batch)
-        .execute(pool)
-        .await
-        .map_err(err)?;
-    Ok(done.rows_affected())
 }

@@ -85,6 +85,13 @@ mod operations;
 mod postgres;
 #[cfg(feature = "postgres")]
 mod postgres_tx;
+#[cfg(all(
+    feature = "memory",
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "mysql"
+))]
+mod purge;
 mod queue_disposition;
 #[cfg(feature = "postgres")]
 mod queue_jetstream;
@@ -112,6 +119,13 @@ mod renewal_runtimes;
 mod rolled_back;
 #[cfg(all(feature = "redis", feature = "postgres", feature = "mysql"))]
 mod round_trips;
+#[cfg(all(
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "redis"
+))]
+mod soak;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(feature = "sqlite")]
