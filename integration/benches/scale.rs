@@ -301,7 +301,7 @@ async fn redis(size: u64) -> Sized {
         Idempotency::new((*store).clone()),
         size,
         async || {
-            let keys: Vec<String> = redis_keys(&mut conn, &prefix).await;
+            let keys = redis_keys(&mut conn, &prefix).await;
             let sample = &keys[..keys.len().min(2_000)];
             let mut sum = 0u64;
             for key in sample {
@@ -327,11 +327,13 @@ async fn redis(size: u64) -> Sized {
     out
 }
 
-async fn redis_keys(conn: &mut redis::aio::MultiplexedConnection, prefix: &str) -> Vec<String> {
+/// The keys under `prefix`, as bytes: idem's keys hold the record key's
+/// raw hash, which is not UTF-8.
+async fn redis_keys(conn: &mut redis::aio::MultiplexedConnection, prefix: &str) -> Vec<Vec<u8>> {
     let mut keys = Vec::new();
     let mut cursor = 0u64;
     loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+        let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
             .arg(format!("{prefix}*"))
