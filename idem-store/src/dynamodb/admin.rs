@@ -33,31 +33,24 @@ impl DynamoDbStore {
         self.delete_steps(key).await.map(drop)
     }
 
-    /// Every item under the store's prefix, records and steps.
+    /// Every item under the store's prefix, records and steps (the SDK's
+    /// paginator follows `LastEvaluatedKey`).
     async fn scan(&self) -> Result<Vec<Item>, StoreError> {
         let expr = Expr::new().value("prefix", s(&self.prefix));
         let (names, values) = expr.bind(self, &[UNDER_PREFIX]);
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .scan()
-                .table_name(&*self.table)
-                .filter_expression(UNDER_PREFIX)
-                .set_expression_attribute_names(names.clone())
-                .set_expression_attribute_values(values.clone())
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(err)?;
-            items.extend(page.items().iter().cloned());
-            start = page.last_evaluated_key().cloned();
-            if start.is_none() {
-                return Ok(items);
-            }
-        }
+        self.client
+            .scan()
+            .table_name(&*self.table)
+            .filter_expression(UNDER_PREFIX)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(err)
     }
 
     /// The records under the prefix (released claims, which hold no

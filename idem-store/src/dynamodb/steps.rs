@@ -157,27 +157,19 @@ impl DynamoDbStore {
             .value("pk", self.pk(key))
             .value("step", s(item::STEP_SORT));
         let (names, values) = expr.bind(self, &[STEPS]);
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&*self.table)
-                .key_condition_expression(STEPS)
-                .set_expression_attribute_names(names.clone())
-                .set_expression_attribute_values(values.clone())
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(err)?;
-            items.extend(page.items().iter().cloned());
-            start = page.last_evaluated_key().cloned();
-            if start.is_none() {
-                return Ok(items);
-            }
-        }
+        self.client
+            .query()
+            .table_name(&*self.table)
+            .key_condition_expression(STEPS)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(values)
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(err)
     }
 
     /// Drops a claim's savers: a new call under the key won it.
