@@ -56,9 +56,9 @@ pub use steps::{
 pub use steps_nested::a_call_with_steps_runs_inside_another_calls_step;
 pub use steps_unsaved::unsaveable_step_values_settle_the_step;
 pub use store::{
-    a_replayed_key_answers_what_it_holds_now, fencing_at_the_store,
-    forget_removes_completed_and_in_progress_records, in_progress_reports_retry_after,
-    release_lets_the_next_caller_in,
+    a_completion_sent_again_knows_its_own, a_replayed_key_answers_what_it_holds_now,
+    fencing_at_the_store, forget_removes_completed_and_in_progress_records,
+    in_progress_reports_retry_after, release_lets_the_next_caller_in,
 };
 pub use tombstones::{
     a_tombstone_answers_expired_then_frees_the_key, a_tombstone_fences_the_late_holder,

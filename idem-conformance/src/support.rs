@@ -225,6 +225,15 @@ impl idem::Store for SharedStore {
     ) -> Result<Fence, idem::StoreError> {
         self.inner.complete(key, token, record, kept).await
     }
+    async fn complete_again(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        kept: Retention,
+    ) -> Result<Fence, idem::StoreError> {
+        self.inner.complete_again(key, token, record, kept).await
+    }
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, idem::StoreError> {
         self.inner.release(key, token).await
     }

@@ -93,7 +93,9 @@ struct Entry {
 
 enum State {
     InProgress(Token),
-    Completed(Bytes),
+    /// The record, and the token of the claim that completed it (so a
+    /// completion sent again knows its own).
+    Completed(Bytes, Token),
     /// A completed record past its TTL, kept as a tombstone: the value is
     /// dropped, the fingerprint stays.
     Tombstone,
@@ -189,7 +191,7 @@ impl MemoryStore {
 fn replaced(entry: &Entry, claim: &Claim, now: Instant) -> bool {
     let completed = match entry.state {
         State::InProgress(_) => false,
-        State::Completed(_) | State::Tombstone => entry.kept > now,
+        State::Completed(..) | State::Tombstone => entry.kept > now,
     };
     claim.rerun && completed && !claim.fingerprint.matches(&entry.fingerprint)
 }
@@ -206,7 +208,7 @@ impl Entry {
     /// Drops the value of a completed record past its TTL: from then on it
     /// is a tombstone.
     fn compact(&mut self, now: Instant) {
-        if self.until <= now && matches!(self.state, State::Completed(_)) {
+        if self.until <= now && matches!(self.state, State::Completed(..)) {
             self.state = State::Tombstone;
         }
     }
@@ -297,7 +299,7 @@ impl Store for MemoryStore {
             }
             Some(entry) if entry.until > now => {
                 return Ok(match &entry.state {
-                    State::Completed(record) => ClaimOutcome::completed(
+                    State::Completed(record, _) => ClaimOutcome::completed(
                         entry.fingerprint,
                         record.clone(),
                         entry.until - now,
@@ -349,13 +351,34 @@ impl Store for MemoryStore {
         let (mut shard, now) = self.locked(key);
         Ok(match shard.held(key, token, now) {
             Ok(entry) => {
-                entry.state = State::Completed(Bytes::copy_from_slice(record));
+                entry.state = State::Completed(Bytes::copy_from_slice(record), token);
                 entry.until = now + kept.ttl;
                 entry.kept = now + kept.kept_for();
                 Fence::Held
             }
             Err(lost) => lost,
         })
+    }
+
+    /// Our own completion, found standing, is `Held`; else as `complete`.
+    async fn complete_again(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        kept: Retention,
+    ) -> Result<Fence, StoreError> {
+        let landed = {
+            let (shard, now) = self.locked(key);
+            shard.entries.get(key).is_some_and(|entry| {
+                entry.until > now
+                    && matches!(&entry.state, State::Completed(stored, by) if *by == token && stored == record)
+            })
+        };
+        match landed {
+            true => Ok(Fence::Held),
+            false => self.complete(key, token, record, kept).await,
+        }
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {

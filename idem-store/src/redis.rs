@@ -178,7 +178,17 @@ impl Store for RedisStore {
         record: &[u8],
         kept: Retention,
     ) -> Result<Fence, StoreError> {
-        self.complete_fenced(key, token, record, kept).await
+        self.complete_fenced(key, token, record, kept, false).await
+    }
+
+    async fn complete_again(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        kept: Retention,
+    ) -> Result<Fence, StoreError> {
+        self.complete_fenced(key, token, record, kept, true).await
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {

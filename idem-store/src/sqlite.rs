@@ -35,8 +35,8 @@ mod statements;
 mod steps;
 
 use statements::{
-    COMPACT, COMPLETE, FORGET, FORGET_STEPS, INSERT, LIVE, MIGRATE, PURGE, RELEASE, RENEW, REPLACE,
-    SELECT,
+    COMPACT, COMPLETE, COMPLETE_AGAIN, FORGET, FORGET_STEPS, INSERT, LIVE, MIGRATE, PURGE, RELEASE,
+    RENEW, REPLACE, SELECT,
 };
 
 /// Connections to the file the store keeps at most.
@@ -241,6 +241,28 @@ impl SqliteStore {
         self.lost(key).await
     }
 
+    /// A completion by `statement` (`COMPLETE`, or `COMPLETE_AGAIN`).
+    async fn completed(
+        &self,
+        statement: &'static str,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        kept: Retention,
+    ) -> Result<Fence, StoreError> {
+        let token = token.to_bytes();
+        self.fenced(
+            key,
+            sqlx::query(statement)
+                .bind(&key.as_bytes()[..])
+                .bind(&token[..])
+                .bind(record)
+                .bind(millis(kept.ttl))
+                .bind(kept.tombstone.map(|_| millis(kept.kept_for()))),
+        )
+        .await
+    }
+
     /// How a fenced operation that found no claim of ours lost it.
     async fn lost(&self, key: &RecordKey) -> Result<Fence, StoreError> {
         let live = sqlx::query(LIVE)
@@ -290,17 +312,18 @@ impl Store for SqliteStore {
         record: &[u8],
         kept: Retention,
     ) -> Result<Fence, StoreError> {
-        let token = token.to_bytes();
-        self.fenced(
-            key,
-            sqlx::query(COMPLETE)
-                .bind(&key.as_bytes()[..])
-                .bind(&token[..])
-                .bind(record)
-                .bind(millis(kept.ttl))
-                .bind(kept.tombstone.map(|_| millis(kept.kept_for()))),
-        )
-        .await
+        self.completed(COMPLETE, key, token, record, kept).await
+    }
+
+    async fn complete_again(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        kept: Retention,
+    ) -> Result<Fence, StoreError> {
+        self.completed(COMPLETE_AGAIN, key, token, record, kept)
+            .await
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {

@@ -6,8 +6,9 @@
 //! `IDEM_BENCH_PURGE_ROWS` (default 100,000) expired rows are written
 //! straight into the store's table, then 8 callers make fresh idem calls
 //! for 3 s without a purge, then again while `Admin::purge_with` deletes
-//! those rows, once paced as `Purge::default()` and once as before issue
-//! 50 (5,000 rows a statement, back to back), in a rotated order.
+//! those rows, once per pacing in `IDEM_BENCH_PURGE_PACINGS` ("batch/pause
+//! in ms", comma-separated; by default `1000/20,5000/0`: `Purge::default()`
+//! and the pacing before issue 50), in a rotated order.
 //! Printed: each pacing's median round (purge time, p50 and p99 of the
 //! calls without and during the purge) and **p99 ratio**, the median over
 //! the rounds (`IDEM_BENCH_ROUNDS`, default 3) of p99 during ÷ p99
@@ -201,6 +202,28 @@ async fn round<A: Admin + Clone + 'static>(
     }
 }
 
+/// `IDEM_BENCH_PURGE_PACINGS`, "batch/pause_ms" comma-separated; by
+/// default `Purge::default()` and the pacing before issue 50.
+fn pacings() -> Vec<(String, Purge)> {
+    let spec =
+        std::env::var("IDEM_BENCH_PURGE_PACINGS").unwrap_or_else(|_| "1000/20,5000/0".into());
+    spec.split(',')
+        .map(|pacing| {
+            let (batch, pause) = pacing
+                .split_once('/')
+                .and_then(|(b, p)| Some((b.parse().ok()?, p.parse().ok()?)))
+                .expect("IDEM_BENCH_PURGE_PACINGS: batch/pause_ms, comma-separated");
+            let label = format!("{batch} rows, {pause} ms pause");
+            (
+                label,
+                Purge::default()
+                    .batch(batch)
+                    .pause(Duration::from_millis(pause)),
+            )
+        })
+        .collect()
+}
+
 fn median<T: Copy>(mut v: Vec<T>, key: impl Fn(&T) -> f64) -> T {
     v.sort_by(|a, b| key(a).total_cmp(&key(b)));
     v[v.len() / 2]
@@ -212,16 +235,11 @@ async fn bench<A: Admin + Clone + 'static>(name: &str, store: A, filler: Filler)
         env("IDEM_BENCH_ROUNDS", 3),
     );
     let idem = Idempotency::new(store.clone());
-    let pacings = [
-        ("default (1,000 rows, 20 ms pause)", Purge::default()),
-        (
-            "before #50 (5,000 rows, no pause)",
-            Purge::default().batch(5_000).pause(Duration::ZERO),
-        ),
-    ];
-    let mut results: Vec<Vec<Round>> = vec![Vec::new(), Vec::new()];
+    let pacings = pacings();
+    let mut results: Vec<Vec<Round>> = pacings.iter().map(|_| Vec::new()).collect();
     for r in 0..rounds {
-        for i in [r % 2, (r + 1) % 2] {
+        // Rotated, so that no pacing always runs first.
+        for i in (0..pacings.len()).map(|i| (i + r) % pacings.len()) {
             results[i].push(round(&store, &filler, &idem, rows, pacings[i].1).await);
         }
     }
@@ -243,7 +261,7 @@ async fn bench<A: Admin + Clone + 'static>(name: &str, store: A, filler: Filler)
         let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         println!(
             "| {name} | {} | {rows} | {:.1} s | {} / {} | {} / {} | **{ratio:.2}** |",
-            pacings[i].0,
+            &pacings[i].0,
             mid.0.as_secs_f64(),
             ms(mid.1.p50),
             ms(mid.1.p99),

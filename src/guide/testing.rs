@@ -22,7 +22,9 @@
 //! - `FaultyStore::new(store)` fails (`fail_next`), loses the answer of
 //!   (`lose_answer_next`: applied, then the caller sees `Error::Store`) or
 //!   delays (`delay`) chosen operations; it is `Clone`, so arm it after
-//!   handing it to a handle.
+//!   handing it to a handle. The runtime sends a failed completion again
+//!   while the claim's lease lasts, so one failure is absorbed: a store
+//!   down for the whole lease is `fail_next(Op::Complete, u32::MAX)`.
 //! - `probe(|idem| async { … })` returns the scope, record key and
 //!   fingerprint a call would claim, in hex, without running it: pin them,
 //!   and a refactor that changes a derived key (which would make every live

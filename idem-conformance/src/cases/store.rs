@@ -72,6 +72,32 @@ pub async fn fencing_at_the_store(idem: Idempotency) {
 
 /// A token that does not hold the claim can neither renew, release nor
 /// complete it.
+/// A completion sent again ([`Store::complete_again`], after a failure
+/// whose answer was lost) completes a live claim, knows its own landed
+/// completion (`Held`), and is fenced like the first: a completed record
+/// is never overwritten with other bytes.
+pub async fn a_completion_sent_again_knows_its_own(idem: Idempotency) {
+    let store = idem.store().as_ref();
+    let key = RecordKey::new(&scope("again"), &"k");
+    let claim = new_claim(Fingerprint::of(&"payload").unwrap(), Duration::from_secs(5));
+    let kept = Retention::new(Duration::from_secs(5));
+    assert!(matches!(
+        store.claim(&key, &claim).await.unwrap(),
+        ClaimOutcome::Won { .. }
+    ));
+    let again = |token, bytes: &'static [u8]| store.complete_again(&key, token, bytes, kept);
+    // The first sending never landed: sent again, it completes the claim.
+    assert_eq!(again(claim.token, b"record").await.unwrap(), Fence::Held);
+    expect_completed(store, &key, &claim, b"record").await;
+    assert_eq!(
+        again(claim.token, b"record").await.unwrap(),
+        Fence::Held,
+        "a completion that landed, sent again, must answer Held (implement Store::complete_again)"
+    );
+    assert_ne!(again(claim.token, b"other").await.unwrap(), Fence::Held);
+    expect_completed(store, &key, &claim, b"record").await;
+}
+
 async fn assert_fenced_out(store: &dyn Store, key: &RecordKey, token: Token, lease: Duration) {
     assert_eq!(store.renew(key, token, lease).await.unwrap(), Fence::Lost);
     assert_eq!(store.release(key, token).await.unwrap(), Fence::Lost);

@@ -77,6 +77,30 @@ pub trait Store: Send + Sync {
         kept: Retention,
     ) -> Result<Fence, StoreError>;
 
+    /// [`complete`](Store::complete) sent once more after it failed with a
+    /// [transient](crate::StoreErrorKind::is_transient) error: the earlier
+    /// one may have landed before its answer was lost. A store that can
+    /// tell its own landed completion (`record` stands under `token`)
+    /// answers [`Fence::Held`] for it.
+    ///
+    /// The runtime sends it, with a pause between sendings, for as long as
+    /// the claim's lease lasts, so that a body that ran does not lose its
+    /// result to a store that is down for a moment (a failover, a restart).
+    /// The default sends `complete`, which answers `Lost` for a completion
+    /// that landed: the caller is told so, and the record still stands.
+    /// A store that cannot send it again (a completion inside a caller's
+    /// transaction, which the failure ended) answers an error that is not
+    /// transient, and the earlier error stands.
+    async fn complete_again(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        kept: Retention,
+    ) -> Result<Fence, StoreError> {
+        self.complete(key, token, record, kept).await
+    }
+
     /// Deletes the in-progress claim, if `token` still holds it, so the next
     /// caller runs the body.
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError>;

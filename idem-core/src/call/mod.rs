@@ -312,7 +312,8 @@ impl<P> Call<P> {
                     self.site.reconciled();
                 }
             }
-            self.settle(&mut guard, cache, result, &span).await
+            self.settle(&mut guard, cache, result, claim.lease, &span)
+                .await
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The settle stage: the key is completed with the result's record (or a
 //! not-stored marker), or released for a released error.
 
+use std::time::Duration;
+
 use serde::{Serialize, de::DeserializeOwned};
 use tokio::time::Instant;
 
@@ -9,7 +11,13 @@ use super::{Call, Failed, Ran, Reported};
 use crate::cache::LocalCache;
 use crate::observe::{Op, Outcome as Observed};
 use crate::record::{self, Kind};
-use crate::{CallSite, Error, ErrorPolicy, Fence, Store};
+use crate::store::Retention;
+use crate::{CallSite, Error, ErrorPolicy, Fence, Store, StoreError};
+
+/// The pause before a failed completion is sent again, doubling up to
+/// [`LAST_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+const LAST_PAUSE: Duration = Duration::from_secs(1);
 
 impl<P> Call<P> {
     /// Settles the key after the body ran: completes it with the result's
@@ -23,6 +31,7 @@ impl<P> Call<P> {
         guard: &mut ClaimGuard<'_, S>,
         cache: Option<&LocalCache>,
         result: Result<T, E>,
+        lease: Duration,
         span: &tracing::Span,
     ) -> impl Future<Output = Ran<T, E>>
     where
@@ -55,11 +64,8 @@ impl<P> Call<P> {
             let record = self.versioned(record);
             guard.disarm();
             let sent = Instant::now();
-            let answer = guard
-                .store
-                .complete(&self.key, guard.token, &record, self.retention())
-                .await;
-            self.site.store_op(Op::Complete, sent);
+            let kept = self.retention();
+            let answer = complete(guard, &record, kept, sent + lease, self.site).await;
             let (outcome, err) = match answer {
                 Ok(Fence::Held) => {
                     if let Some(cache) = cache {
@@ -119,4 +125,40 @@ pub(super) fn observed(site: &CallSite, span: &tracing::Span, outcome: Observed,
     site.call(outcome);
     span.record("outcome", tracing::field::display(outcome.as_str()));
     span.record("replayed", replayed);
+}
+
+/// Completes the guard's key with `record`, sending the completion again
+/// after a transient failure until `until` (the claim's lease, counted from
+/// the first sending): the body ran, and its result is not given up while
+/// the claim may still hold. Fencing keeps the resends safe: one after a
+/// takeover is `Lost`, one after the lease `Expired`.
+async fn complete<S: Store + ?Sized>(
+    guard: &ClaimGuard<'_, S>,
+    record: &[u8],
+    kept: Retention,
+    until: Instant,
+    site: &CallSite,
+) -> Result<Fence, StoreError> {
+    let (store, key, token) = (guard.store, &guard.key, guard.token);
+    let sent = Instant::now();
+    let mut answer = store.complete(key, token, record, kept).await;
+    site.store_op(Op::Complete, sent);
+    let mut pause = FIRST_PAUSE;
+    while let Err(err) = &answer
+        && err.kind().is_transient()
+        && Instant::now() + pause < until
+    {
+        tracing::debug!(key = %key.short(), error = %err, "idem: completion failed; sending it again");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(LAST_PAUSE);
+        let sent = Instant::now();
+        let again = store.complete_again(key, token, record, kept).await;
+        site.store_op(Op::Complete, sent);
+        match again {
+            // This store cannot send it again: the earlier error stands.
+            Err(err) if !err.kind().is_transient() => break,
+            again => answer = again,
+        }
+    }
+    answer
 }

@@ -14,7 +14,8 @@ use crate::{RecordKey, Store, StoreError};
 pub enum Op {
     /// [`Store::claim`]: the call's first round trip.
     Claim,
-    /// [`Store::complete`]: storing the result.
+    /// [`Store::complete`]: storing the result (and
+    /// [`Store::complete_again`], its sending again after a failure).
     Complete,
     /// [`Store::release`]: giving the key up after an error or a drop.
     Release,
@@ -168,6 +169,20 @@ impl Store for FaultyStore {
     ) -> Result<Fence, StoreError> {
         self.before(Op::Complete).await?;
         let answer = self.inner.complete(key, token, record, kept).await;
+        self.after(Op::Complete, answer)
+    }
+
+    /// Counted as [`Op::Complete`]: a completion sent again meets the
+    /// same faults.
+    async fn complete_again(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        kept: crate::store::Retention,
+    ) -> Result<Fence, StoreError> {
+        self.before(Op::Complete).await?;
+        let answer = self.inner.complete_again(key, token, record, kept).await;
         self.after(Op::Complete, answer)
     }
 

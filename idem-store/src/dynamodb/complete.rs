@@ -19,6 +19,12 @@ use super::{DynamoDbStore, MAX_RECORD_BYTES, err, now_ms, oversized};
 /// The fence: the item is our claim and its lease has more than the skew
 /// allowance left (`:until` is now plus the allowance).
 pub(super) const HELD: &str = "#st = :p AND #tok = :tok AND #exp > :until";
+/// A completion sent again: held, or our own completion landed (the item
+/// keeps the completing claim's token, and the same record).
+const HELD_OR_OURS: &str = "#st = :p AND #tok = :tok AND #exp > :until \
+     OR #st = :c AND #tok = :tok AND #rec = :rec";
+const HELD_OR_OURS_EMPTY: &str = "#st = :p AND #tok = :tok AND #exp > :until \
+     OR #st = :c AND #tok = :tok AND attribute_not_exists(#rec)";
 
 const COMPLETE: &str = "SET #st = :c, #rec = :rec, #exp = :exp, #kept = :kept, #ttl = :ttl \
      REMOVE #lt, #sxt";
@@ -32,13 +38,14 @@ const RELEASE: &str = "SET #st = :f, #ttl = if_not_exists(#sxt, :nows)";
 const RENEW: &str = "SET #exp = :exp, #kept = :kept, #ttl = :ttl";
 
 impl DynamoDbStore {
-    /// `Store::complete`.
+    /// `Store::complete`, or `Store::complete_again` when `again`.
     pub(super) async fn complete_fenced(
         &self,
         key: &RecordKey,
         token: Token,
         record: &[u8],
         kept: Retention,
+        again: bool,
     ) -> Result<Fence, StoreError> {
         if record.len() > MAX_RECORD_BYTES {
             return Err(oversized(format!(
@@ -49,10 +56,11 @@ impl DynamoDbStore {
         let now = now_ms();
         let expires = now.saturating_add(millis(kept.ttl));
         let until = now.saturating_add(millis(kept.kept_for()));
-        let update = if record.is_empty() {
-            COMPLETE_EMPTY
-        } else {
-            COMPLETE
+        let (update, fence) = match (record.is_empty(), again) {
+            (true, false) => (COMPLETE_EMPTY, HELD),
+            (true, true) => (COMPLETE_EMPTY, HELD_OR_OURS_EMPTY),
+            (false, false) => (COMPLETE, HELD),
+            (false, true) => (COMPLETE, HELD_OR_OURS),
         };
         let expr = Expr::new()
             .value("c", s(item::COMPLETED))
@@ -60,7 +68,7 @@ impl DynamoDbStore {
             .value("exp", n(expires))
             .value("kept", n(until))
             .value("ttl", n(item::ttl_secs(until, self.skew)));
-        self.fenced(key, token, now, update, expr).await
+        self.fenced(key, token, now, (update, fence), expr).await
     }
 
     /// `Store::release`.
@@ -73,7 +81,7 @@ impl DynamoDbStore {
         let expr = Expr::new()
             .value("f", s(item::RELEASED))
             .value("nows", n(now.div_euclid(1000)));
-        self.fenced(key, token, now, RELEASE, expr).await
+        self.fenced(key, token, now, (RELEASE, HELD), expr).await
     }
 
     /// `Store::renew`.
@@ -90,27 +98,28 @@ impl DynamoDbStore {
             .value("exp", n(expires))
             .value("kept", n(kept))
             .value("ttl", n(item::ttl_secs(kept, self.skew)));
-        self.fenced(key, token, now, RENEW, expr).await
+        self.fenced(key, token, now, (RENEW, HELD), expr).await
     }
 
-    /// Sends `update` under the fence [`HELD`], with `expr`'s values.
+    /// Sends `update` under `fence` ([`HELD`], or a completion's sent
+    /// again), with `expr`'s values.
     async fn fenced(
         &self,
         key: &RecordKey,
         token: Token,
         now: i64,
-        update: &str,
+        (update, fence): (&str, &str),
         expr: Expr,
     ) -> Result<Fence, StoreError> {
         let expr = self.fence_values(expr, token, now);
-        let (names, values) = expr.bind(self, &[update, HELD]);
+        let (names, values) = expr.bind(self, &[update, fence]);
         let sent = self
             .client
             .update_item()
             .table_name(&*self.table)
             .set_key(Some(self.record_key(key).into_iter().collect()))
             .update_expression(update)
-            .condition_expression(HELD)
+            .condition_expression(fence)
             .set_expression_attribute_names(names)
             .set_expression_attribute_values(values)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)

@@ -24,7 +24,7 @@ impl Entry {
             RecordState::Tombstone => Some(self.kept - now),
             _ => None,
         };
-        if let State::Completed(record) = &self.state {
+        if let State::Completed(record, _) = &self.state {
             info.size = record.len();
         }
         info
@@ -35,7 +35,7 @@ impl Entry {
 fn sweep(shard: &mut super::Shard, now: Instant, purged: &mut Purged) {
     let before = shard.entries.len();
     shard.entries.retain(|_, entry| {
-        let completed = matches!(entry.state, State::Completed(_));
+        let completed = matches!(entry.state, State::Completed(..));
         entry.compact(now);
         let kept = entry.kept > now;
         if kept && completed && matches!(entry.state, State::Tombstone) {
@@ -77,7 +77,7 @@ impl Admin for MemoryStore {
         let now = Instant::now();
         Ok(shard.entries.get(key).map(|entry| {
             let mut info = entry.info(key, now);
-            if let State::Completed(record) = &entry.state {
+            if let State::Completed(record, _) = &entry.state {
                 info.record = Some(record.clone());
             }
             info

@@ -18,18 +18,27 @@ use super::scripts::{COMPLETE, fence};
 use super::value::{KEPT_AFTER_LEASE_MS, claim_px, millis};
 
 impl RedisStore {
-    /// `Store::complete`. A tombstone's marker is written by the script
-    /// alone.
+    /// `Store::complete`, or `Store::complete_again` when `again` (always
+    /// by script, which knows our own landed completion). A tombstone's
+    /// marker is written by the script alone.
     pub(super) async fn complete_fenced(
         &self,
         key: &RecordKey,
         token: Token,
         record: &[u8],
         retention: Retention,
+        again: bool,
     ) -> Result<Fence, StoreError> {
-        let fence = self
-            .complete_native_or_script(key, token, record, retention)
-            .await;
+        let fence = match again {
+            false => {
+                self.complete_native_or_script(key, token, record, retention)
+                    .await
+            }
+            true => {
+                self.native.take(*key, token);
+                Box::pin(self.complete_script(key, token, record, retention, true)).await
+            }
+        };
         if let Ok(Fence::Held) = fence {
             self.completed.saw(key);
         }
@@ -66,7 +75,7 @@ impl RedisStore {
         // Boxed: the script's future would more than double the size of
         // every completion's (which the `Store` trait boxes), native ones
         // included.
-        Box::pin(self.complete_script(key, token, record, retention)).await
+        Box::pin(self.complete_script(key, token, record, retention, false)).await
     }
 
     /// `Store::release`.
@@ -142,6 +151,7 @@ impl RedisStore {
         token: Token,
         record: &[u8],
         retention: Retention,
+        again: bool,
     ) -> Result<Fence, StoreError> {
         let ttl = millis(retention.ttl);
         let tombstone = retention.tombstone.map(millis);
@@ -162,7 +172,8 @@ impl RedisStore {
             None => Vec::new(),
         };
         let keys: [&[u8]; 2] = [&record_key, &marker_key];
-        let args: [&[u8]; 7] = [&token, record, px, &ttl_ms, b"0", &marker, total];
+        let sending: &[u8] = if again { b"1" } else { b"0" };
+        let args: [&[u8]; 7] = [&token, record, px, &ttl_ms, sending, &marker, total];
         // A call without a tombstone sends neither the marker's key nor its
         // arguments.
         let (keys, args) = match tombstone {

@@ -167,6 +167,18 @@ where
         self.core.fence(changed, key).await
     }
 
+    /// Not sent again: the failure ended the transaction the completion
+    /// was in.
+    async fn complete_again(
+        &self,
+        _: &RecordKey,
+        _: Token,
+        _: &[u8],
+        _: Retention,
+    ) -> Result<Fence, StoreError> {
+        Err(super::tx::not_sent_again(S::NAMES.0))
+    }
+
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
         self.core.release(key, token).await
     }

@@ -100,18 +100,21 @@ where
         Ok(outcome)
     }
 
+    /// `Store::complete`, or `Store::complete_again` when `again`: then
+    /// every sending accepts our own landed completion.
     pub(crate) async fn complete(
         &self,
         key: &RecordKey,
         token: Token,
         record: &[u8],
         kept: Retention,
+        again: bool,
     ) -> Result<Fence, StoreError> {
         let sql = &self.sql;
         let token = token.to_bytes();
         let changed = self
-            .send(|again| {
-                let how = if again {
+            .send(|resent| {
+                let how = if again || resent {
                     Completion::Again
                 } else {
                     Completion::Held
@@ -245,7 +248,17 @@ macro_rules! store_on_core {
                 record: &[u8],
                 kept: idem_contract::store::Retention,
             ) -> Result<idem_contract::store::Fence, idem_contract::StoreError> {
-                self.inner.complete(key, token, record, kept).await
+                self.inner.complete(key, token, record, kept, false).await
+            }
+
+            async fn complete_again(
+                &self,
+                key: &idem_contract::key::RecordKey,
+                token: idem_contract::store::Token,
+                record: &[u8],
+                kept: idem_contract::store::Retention,
+            ) -> Result<idem_contract::store::Fence, idem_contract::StoreError> {
+                self.inner.complete(key, token, record, kept, true).await
             }
 
             async fn release(

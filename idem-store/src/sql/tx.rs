@@ -69,6 +69,15 @@ impl<'a, S: Dialect> TxStore<'a, S> {
     }
 }
 
+/// The answer of a completion in a transaction to being sent again: the
+/// failure ended the transaction, so the earlier error stands.
+pub(crate) fn not_sent_again(backend: &'static str) -> StoreError {
+    StoreError::unsupported(
+        backend,
+        "a completion inside a transaction is not sent again: the failure ended the transaction",
+    )
+}
+
 #[async_trait]
 impl<S: Dialect> Store for TxStore<'_, S>
 where
@@ -95,6 +104,18 @@ where
             self.sql
                 .complete_query(Completion::Locked, key.as_bytes(), &token, record, kept);
         Ok(self.send::<Affected>(query).await?.fence())
+    }
+
+    /// Not sent again: the failure ended the transaction the completion
+    /// was in.
+    async fn complete_again(
+        &self,
+        _: &RecordKey,
+        _: Token,
+        _: &[u8],
+        _: Retention,
+    ) -> Result<Fence, StoreError> {
+        Err(not_sent_again(S::NAMES.0))
     }
 
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {

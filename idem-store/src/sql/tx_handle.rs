@@ -121,6 +121,18 @@ where
             .await
     }
 
+    /// Not sent again: the failure ended the transaction the completion
+    /// was in.
+    async fn complete_again(
+        &self,
+        _: &RecordKey,
+        _: Token,
+        _: &[u8],
+        _: Retention,
+    ) -> Result<Fence, StoreError> {
+        Err(super::tx::not_sent_again(S::NAMES.0))
+    }
+
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
         self.on_tx(async |store| store.release(key, token).await)
             .await

@@ -93,6 +93,17 @@ pub(super) const COMPLETE: &str = concat!(
     " + ?5",
     held!()
 );
+/// `COMPLETE` sent again: our own landed completion (our token, these
+/// bytes) counts as held.
+pub(super) const COMPLETE_AGAIN: &str = concat!(
+    "UPDATE idem_records SET record = ?3, expires_at = ",
+    now_ms!(),
+    " + ?4, tombstone_until = ",
+    now_ms!(),
+    " + ?5 WHERE key = ?1 AND token = ?2 AND (record IS NULL AND expires_at > ",
+    now_ms!(),
+    " OR record = ?3)"
+);
 pub(super) const RELEASE: &str = concat!("DELETE FROM idem_records", held!());
 pub(super) const FORGET: &str = "DELETE FROM idem_records WHERE key = ?1";
 /// Sent before `FORGET`: a forgotten call must not resume from old steps.

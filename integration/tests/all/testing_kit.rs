@@ -255,10 +255,26 @@ async fn a_takeover_whose_answer_is_lost_keeps_the_evidence() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_failed_completion_keeps_the_claim_so_no_retry_runs_until_the_lease_ends() {
+async fn a_failed_completion_is_sent_again_and_the_call_returns_its_result() {
     let (store, idem, runs) = faulty();
-    store.fail_next(Op::Complete, 1);
+    store.fail_next(Op::Complete, 2);
+    assert_eq!(charge(&idem, &runs).await.unwrap(), 1);
+    assert_eq!(charge(&idem, &runs).await.unwrap(), 1, "replayed");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_completion_failing_for_its_whole_lease_keeps_the_claim_so_no_retry_runs_until_it_ends() {
+    let (store, idem, runs) = faulty();
+    store.fail_next(Op::Complete, u32::MAX);
+    let started = tokio::time::Instant::now();
     assert!(is_injected(&charge(&idem, &runs).await));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "sent again within the 1 s lease only: {:?}",
+        started.elapsed()
+    );
+    store.fail_next(Op::Complete, 0);
     assert!(matches!(
         charge(&idem, &runs).await,
         Err(idem::Error::InProgress { .. })
@@ -269,11 +285,11 @@ async fn a_failed_completion_keeps_the_claim_so_no_retry_runs_until_the_lease_en
 }
 
 #[tokio::test]
-async fn a_completion_whose_answer_is_lost_was_stored_and_is_replayed() {
+async fn a_completion_whose_answer_is_lost_is_sent_again_and_knows_its_own_record() {
     let (store, idem, runs) = faulty();
     store.lose_answer_next(Op::Complete, 1);
-    assert!(is_injected(&charge(&idem, &runs).await));
     assert_eq!(charge(&idem, &runs).await.unwrap(), 1);
+    assert_eq!(charge(&idem, &runs).await.unwrap(), 1, "replayed");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 

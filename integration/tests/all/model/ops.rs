@@ -55,9 +55,12 @@ pub(crate) enum Fault {
     ClaimFails,
     /// The store applies the claim and its answer is lost.
     ClaimLost,
-    /// The completion fails before reaching the store, after the body's
-    /// effect.
+    /// Every completion fails before reaching the store, after the body's
+    /// effect, for as long as the claim's lease lasts (the store is down).
     CompleteFails,
+    /// The completion fails once before reaching the store; it is sent
+    /// again.
+    CompleteFailsOnce,
     /// The store applies the completion and its answer is lost.
     CompleteLost,
 }
@@ -144,6 +147,7 @@ fn fault() -> impl Strategy<Value = Fault> {
         Just(Fault::ClaimFails),
         Just(Fault::ClaimLost),
         Just(Fault::CompleteFails),
+        Just(Fault::CompleteFailsOnce),
         Just(Fault::CompleteLost),
     ]
 }

@@ -81,6 +81,16 @@ impl Store for Wire {
         self.inner.complete(key, token, record, kept).await
     }
 
+    async fn complete_again(
+        &self,
+        key: &RecordKey,
+        token: Token,
+        record: &[u8],
+        kept: Retention,
+    ) -> Result<Fence, StoreError> {
+        self.inner.complete_again(key, token, record, kept).await
+    }
+
     async fn release(&self, key: &RecordKey, token: Token) -> Result<Fence, StoreError> {
         let answer = self.inner.release(key, token).await;
         self.releases.fetch_add(1, Ordering::SeqCst);

@@ -80,18 +80,22 @@ impl Sut {
         let Some(wins) = self.model.wins(p, ahead) else {
             return Ok(());
         };
-        let (op, lost) = match fault {
-            Fault::ClaimFails => (StoreOp::Claim, false),
-            Fault::ClaimLost => (StoreOp::Claim, true),
-            Fault::CompleteFails => (StoreOp::Complete, false),
-            Fault::CompleteLost => (StoreOp::Complete, true),
+        // The completion is sent again while the lease lasts: one failure
+        // or lost answer is absorbed, and the call ends as a plain one.
+        let (op, lost, n) = match fault {
+            Fault::ClaimFails => (StoreOp::Claim, false, 1),
+            Fault::ClaimLost => (StoreOp::Claim, true, 1),
+            Fault::CompleteFails => (StoreOp::Complete, false, u32::MAX),
+            Fault::CompleteFailsOnce => (StoreOp::Complete, false, 1),
+            Fault::CompleteLost => (StoreOp::Complete, true, 1),
         };
-        self.arm(op, lost, 1);
+        self.arm(op, lost, n);
         let (task, entered) = self.spawn(p, Rec::Absent, Dur::Normal, End::Done, &Gates::open());
         let seen = joined(task.await);
         self.arm(op, lost, 0);
         let reaches = op == StoreOp::Claim || wins;
-        if !reaches {
+        let absorbed = matches!(fault, Fault::CompleteFailsOnce | Fault::CompleteLost);
+        if !reaches || absorbed {
             return self.judged(p, Rec::Absent, Dur::Normal, lo, seen);
         }
         let Seen::Failed(_) = &seen else {
@@ -111,11 +115,7 @@ impl Sut {
             Fault::ClaimLost if wins => self.model.unsettled(p, None, times, now),
             Fault::ClaimLost => {}
             Fault::CompleteFails => self.model.unsettled(p, value, times, now),
-            Fault::CompleteLost => {
-                let value = value.expect("the body ran");
-                self.ledger.lock().unwrap().unanswered.remove(&p);
-                self.model.done(p, &value, times, now);
-            }
+            Fault::CompleteFailsOnce | Fault::CompleteLost => unreachable!("judged as plain calls"),
         }
         self.ledger
             .lock()
@@ -136,7 +136,7 @@ impl Sut {
         value
     }
 
-    /// Arms (`n` = 1) or disarms (0) a failure or lost answer of `op`.
+    /// Arms (`n` > 0) or disarms (0) failures or lost answers of `op`.
     fn arm(&self, op: StoreOp, lost: bool, n: u32) {
         if lost {
             self.faulty.lose_answer_next(op, n);
