@@ -95,6 +95,16 @@ impl Traffic {
     }
 }
 
+impl Traffic {
+    /// The test's own ledger of effects in KiB (a hash table's buckets:
+    /// key, count and a control byte each), which grows with the keys and
+    /// is part of the process's RSS.
+    fn ledger_kib(&self) -> u64 {
+        let buckets = self.effects.lock().unwrap().capacity() as u64;
+        buckets * (size_of::<(u64, u32)>() as u64 + 1) / 1024
+    }
+}
+
 /// Resident set size in KiB, open sockets, tokio tasks alive.
 fn sample() -> (u64, usize, usize) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -134,7 +144,7 @@ async fn soak(name: &str, idem: Idempotency, admin: Arc<dyn Admin>, faults: Vec<
     let faults_until = Duration::from_secs(secs * 4 / 5);
     while started.elapsed() < Duration::from_secs(secs) {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        samples.push((started.elapsed().as_secs(), sample()));
+        samples.push((started.elapsed().as_secs(), sample(), traffic.ledger_kib()));
         if started.elapsed() >= next_fault && started.elapsed() < faults_until && !faults.is_empty()
         {
             let (fault, inject) = &faults[injected.len() % faults.len()];
@@ -167,16 +177,17 @@ async fn soak(name: &str, idem: Idempotency, admin: Arc<dyn Admin>, faults: Vec<
     let at = |s: u64| {
         samples
             .iter()
-            .find(|(t, _)| *t >= s)
+            .find(|(t, ..)| *t >= s)
             .or(samples.last())
             .unwrap()
-            .1
     };
     let minute = samples.len().min(60) as u64;
+    let (first, last) = (at(minute), at(secs));
     println!(
         "soak {name}: {secs} s, {keys} keys, {} calls answered, errors {:?}, faults {} ({:?}), \
          duplicates {}, lost {lost}, records {} completed + {} in progress; \
-         RSS KiB / sockets / tasks at {minute} s {:?}, at the end {:?}",
+         RSS KiB / sockets / tasks at {minute} s {:?}, at the end {:?}; \
+         of the RSS, the test's ledger of effects {} KiB at {minute} s, {} KiB at the end",
         traffic.done.load(Ordering::Relaxed),
         traffic.errors.lock().unwrap(),
         injected.len(),
@@ -189,8 +200,10 @@ async fn soak(name: &str, idem: Idempotency, admin: Arc<dyn Admin>, faults: Vec<
         duplicated.len(),
         stats.completed,
         stats.in_progress,
-        at(minute),
-        at(secs),
+        first.1,
+        last.1,
+        first.2,
+        last.2,
     );
     assert!(
         duplicated.is_empty(),
