@@ -111,6 +111,11 @@ impl PostgresStoreBuilder {
         options: PgConnectOptions,
     ) -> Result<PostgresStore, StoreError> {
         let sql = Sql::new(&self.schema, &self.table)?;
+        // The server gives a statement up when idem does: one the caller
+        // stopped waiting for (a purge batch slowed by dead rows, a claim
+        // behind a lock) must not run on and pile up beside the next.
+        let limit = format!("{}ms", self.settings.response_timeout.as_millis().max(1));
+        let options = options.options([("statement_timeout", limit)]);
         let inner = self.settings.connect_with(sql, options).await?;
         Ok(PostgresStore { inner })
     }

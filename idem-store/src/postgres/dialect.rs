@@ -27,6 +27,7 @@ impl Dialect for Sql {
     type Found = Option<PgRow>;
 
     const NAMES: (&'static str, &'static str) = conns::NAMES;
+    const BEGIN_FOR_HANDLER: &'static str = "BEGIN; SET LOCAL statement_timeout = 0";
 
     fn lost_connection(err: &sqlx::Error) -> bool {
         conns::lost_connection(err)

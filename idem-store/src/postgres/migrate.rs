@@ -32,6 +32,11 @@ pub(super) const CURRENT: i32 = MIGRATIONS.len() as i32;
 /// version this release does not know is refused, unchanged.
 pub(super) async fn run(sql: &Sql, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     let mut tx = conn.begin().await?;
+    // A migration waits for the lock and may rewrite a large table: not
+    // bound by the store's `statement_timeout`.
+    sqlx::query("SET LOCAL statement_timeout = 0")
+        .execute(&mut *tx)
+        .await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind(format!("idem migrate {}", sql.table))
         .execute(&mut *tx)

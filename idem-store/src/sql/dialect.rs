@@ -32,6 +32,11 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     /// The backend's name in a `StoreError`, and the server's in messages.
     const NAMES: (&'static str, &'static str);
 
+    /// What begins a handler's transaction on one of the store's own
+    /// connections: free of the store's own statement limit, since the
+    /// handler's statements are the caller's to bound.
+    const BEGIN_FOR_HANDLER: &'static str = "BEGIN";
+
     /// Whether `err` says the connection itself is gone (rather than the
     /// statement failing), so that sending the step again on a new
     /// connection may succeed.

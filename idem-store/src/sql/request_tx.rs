@@ -67,12 +67,12 @@ async fn begun_own<S: Dialect>(
     conns: &crate::conns::Conns<S::Conn>,
 ) -> Result<S::Conn, StoreError> {
     let mut conn = conns.take().await?;
-    match S::send_raw(&mut conn, "BEGIN").await {
+    match S::send_raw(&mut conn, S::BEGIN_FOR_HANDLER).await {
         Ok(_) => Ok(conn),
         Err(err) if S::lost_connection(&err) => {
             conns.drop_idle();
             let mut conn = conns.connect().await?;
-            S::send_raw(&mut conn, "BEGIN")
+            S::send_raw(&mut conn, S::BEGIN_FOR_HANDLER)
                 .await
                 .map_err(|err| core.sql.store_error(err))?;
             Ok(conn)

@@ -169,6 +169,58 @@ async fn a_stalled_server_fails_callers_within_the_response_timeout() {
     assert_eq!(after.unwrap(), 2);
 }
 
+/// A statement the caller stopped waiting for (here a claim behind a row
+/// lock held by another session) is given up by the server too
+/// (`statement_timeout` = the response timeout): it does not run on beside
+/// the next, as purge batches slowed by dead rows once piled up until the
+/// server refused connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_the_caller_gave_up_on_is_given_up_by_the_server() {
+    let url = pg_server::url().await;
+    let app = format!(
+        "idem-gave-up-{:08x}",
+        idem::store::Token::random().to_u128() as u32
+    );
+    let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+    let store = PostgresStore::builder()
+        .schema(pg_server::unique_schema("gave_up"))
+        .response_timeout(Duration::from_millis(300))
+        .connect_with(options.application_name(&app))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let idem = Idempotency::new(store.clone());
+    let first: Result<u8, Error> = idem
+        .call("gave-up", "k")
+        .fingerprint(&1)
+        .run(|| async { Ok(1) })
+        .await;
+    assert_eq!(first.unwrap(), 1);
+    // Another session locks every row of the table and keeps its
+    // transaction open.
+    let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    let lock = format!("SELECT 1 FROM {} FOR UPDATE", store.table());
+    sqlx::query(&lock).execute(&mut holder).await.unwrap();
+    let blocked: Result<u8, Error> = idem
+        .call("gave-up", "k")
+        .mismatch(idem::Mismatch::Rerun)
+        .fingerprint(&2)
+        .run(|| async { panic!("ran without a claim") })
+        .await;
+    assert!(matches!(blocked, Err(Error::Store(_))), "{blocked:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let waiting: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'",
+    )
+    .bind(&app)
+    .fetch_one(&mut holder)
+    .await
+    .unwrap();
+    assert_eq!(waiting, 0, "the claim still runs at the server");
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+}
+
 /// The server itself frozen (SIGSTOP on the postmaster and every backend of
 /// a private server) for 3 s: callers fail within a bound (the response
 /// timeout on an open connection, the acquire timeout for a new one) with
