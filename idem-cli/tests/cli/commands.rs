@@ -168,7 +168,11 @@ pub(crate) fn keys_of(list: &Value) -> Vec<String> {
 
 /// What every store shares: the records written are listed, inspected,
 /// counted, and `forget` makes the next call run.
-pub(crate) async fn lists_inspects_counts_and_forgets(target: &[&str], idem: &Idempotency, scope: &str) {
+pub(crate) async fn lists_inspects_counts_and_forgets(
+    target: &[&str],
+    idem: &Idempotency,
+    scope: &str,
+) {
     let runs = Runs::default();
     for order in ["o-1", "o-2"] {
         charge(idem, &runs, scope, order).await;

@@ -127,7 +127,8 @@ async fn through_idem(emulator: Emulator, value: &Receipt) -> Vec<Row> {
     };
     assert_eq!(&call(value.clone()).await.unwrap(), value);
     let sent = meter.take();
-    let (claim, done) = (*claimed.lock().unwrap(), size(&plain, &table, &pk).await);
+    let claim = *claimed.lock().unwrap();
+    let done = size(&plain, &table, &pk).await;
     let mut rows = vec![Row {
         protocol: "idem",
         call: "fresh",
@@ -207,7 +208,10 @@ impl ByHand {
                 "in_progress_expiration".to_owned(),
                 n(now.as_millis() + LEASE.as_millis()),
             ),
-            ("validation".to_owned(), AttributeValue::S(validation.into())),
+            (
+                "validation".to_owned(),
+                AttributeValue::S(validation.into()),
+            ),
         ]);
         let sent = self
             .client
@@ -270,8 +274,12 @@ async fn by_hand(emulator: Emulator, value: &Receipt) -> Vec<Row> {
     };
     let pk = "idem#by-hand-o-1";
     let data = serde_json::to_string(value).unwrap();
-    let validation = |v: &Receipt| RecordKey::new("payload", &serde_json::to_string(v).unwrap()).to_hex();
-    assert!(matches!(hand.claim(pk, &validation(value)).await, Found::Won));
+    let validation =
+        |v: &Receipt| RecordKey::new("payload", &serde_json::to_string(v).unwrap()).to_hex();
+    assert!(matches!(
+        hand.claim(pk, &validation(value)).await,
+        Found::Won
+    ));
     let claim = size(&plain, &table, pk).await;
     hand.complete(pk, &data).await;
     let done = size(&plain, &table, pk).await;
@@ -283,7 +291,10 @@ async fn by_hand(emulator: Emulator, value: &Receipt) -> Vec<Row> {
         item: done,
     }];
     match hand.claim(pk, &validation(value)).await {
-        Found::Completed { data: found, validation: v } => {
+        Found::Completed {
+            data: found,
+            validation: v,
+        } => {
             assert_eq!((found, v), (data.clone(), validation(value)))
         }
         _ => panic!("no replay"),
@@ -297,10 +308,16 @@ async fn by_hand(emulator: Emulator, value: &Receipt) -> Vec<Row> {
     }
     rows.push(failed("by hand", "mismatch", meter.take(), done));
     let busy = "idem#by-hand-o-2";
-    assert!(matches!(hand.claim(busy, &validation(value)).await, Found::Won));
+    assert!(matches!(
+        hand.claim(busy, &validation(value)).await,
+        Found::Won
+    ));
     meter.take();
     let pending = size(&plain, &table, busy).await;
-    assert!(matches!(hand.claim(busy, &validation(value)).await, Found::InProgress));
+    assert!(matches!(
+        hand.claim(busy, &validation(value)).await,
+        Found::InProgress
+    ));
     rows.push(failed("by hand", "in progress", meter.take(), pending));
     rows
 }
@@ -308,7 +325,9 @@ async fn by_hand(emulator: Emulator, value: &Receipt) -> Vec<Row> {
 fn print(emulator: Emulator, value: &Receipt, rows: &[Row]) {
     let bytes = serde_json::to_vec(value).unwrap().len();
     println!("\n{emulator:?}, a result of {bytes} bytes of JSON:");
-    println!("| protocol | call | requests | operations | units reported | units by rule | item bytes |");
+    println!(
+        "| protocol | call | requests | operations | units reported | units by rule | item bytes |"
+    );
     println!("| --- | --- | ---: | --- | ---: | ---: | ---: |");
     for row in rows {
         let reported = match (row.reported(), row.sent.iter().all(|s| s.units.is_some())) {

@@ -59,7 +59,11 @@ async fn a_sigkilled_holder_is_taken_over(emulator: Emulator) {
     worker.wait().unwrap();
 
     let key = RecordKey::new("jobs", "job-1");
-    let left = store.inspect(&key).await.unwrap().expect("the dead holder's claim");
+    let left = store
+        .inspect(&key)
+        .await
+        .unwrap()
+        .expect("the dead holder's claim");
     assert!(
         matches!(left.state, RecordState::InProgress | RecordState::Lapsed),
         "{left:?}"
@@ -68,7 +72,10 @@ async fn a_sigkilled_holder_is_taken_over(emulator: Emulator) {
     // Lapsed by this process's clock, as the next claim will judge it.
     let deadline = Instant::now() + LEASE + Duration::from_secs(60);
     while store.inspect(&key).await.unwrap().unwrap().state != RecordState::Lapsed {
-        assert!(Instant::now() < deadline, "the dead holder's claim never lapsed");
+        assert!(
+            Instant::now() < deadline,
+            "the dead holder's claim never lapsed"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 

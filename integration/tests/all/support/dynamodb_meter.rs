@@ -39,7 +39,11 @@ impl Meter {
 
     /// `client` with this meter on it.
     pub(crate) fn on(&self, client: &aws_sdk_dynamodb::Client) -> aws_sdk_dynamodb::Client {
-        let config = client.config().to_builder().interceptor(self.clone()).build();
+        let config = client
+            .config()
+            .to_builder()
+            .interceptor(self.clone())
+            .build();
         aws_sdk_dynamodb::Client::from_conf(config)
     }
 }
