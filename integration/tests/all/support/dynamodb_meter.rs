@@ -18,6 +18,20 @@ use aws_sdk_dynamodb::error::BoxError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_types::body::SdkBody;
 
+/// The operations that take `ReturnConsumedCapacity`.
+const ITEM_OPERATIONS: &[&str] = &[
+    "GetItem",
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "Query",
+    "Scan",
+    "BatchGetItem",
+    "BatchWriteItem",
+    "TransactGetItems",
+    "TransactWriteItems",
+];
+
 /// One request: its operation (`UpdateItem`, …) and the capacity units
 /// its answer reported (`None`: the answer had no `ConsumedCapacity`, as
 /// a failed condition's has none).
@@ -71,8 +85,8 @@ impl Intercept for Meter {
         let body = request.body().bytes().ok_or("a streaming request body")?;
         let mut json: serde_json::Value = serde_json::from_slice(body)?;
         let fields = json.as_object_mut().ok_or("a request that is no object")?;
-        // ListTables and the table's own operations take none.
-        if !operation.ends_with("Table") && !operation.ends_with("Tables") {
+        // The operations on items take it; those on tables do not.
+        if ITEM_OPERATIONS.contains(&operation.as_str()) {
             fields.insert("ReturnConsumedCapacity".into(), "TOTAL".into());
         }
         let body = serde_json::to_vec(&json)?;
