@@ -59,7 +59,11 @@ pub const MAX_RECORD_BYTES: usize = 399_000;
 /// condition also takes over a lapsed claim of the same payload
 /// (`took_over`) and, for a rerun (`mismatch = "rerun"`), replaces a
 /// record of another payload; a call that resumes saved steps costs one
-/// `Query` more.
+/// `Query` more. In capacity units: 2 WCU for a fresh call whose item stays
+/// under 1 KB (the claim and the completion), 1 WCU for a replay, a
+/// mismatch or a call in progress (a failed condition consumes write units
+/// by the size of the item it found, and returning that item no read
+/// units); a larger record, more (BENCHMARKS.md, "DynamoDB").
 ///
 /// # Clocks
 ///

@@ -56,6 +56,15 @@
 //! | a resumed call with saved steps | the claim and one `Query` |
 //! | each step saved | one `TransactWriteItems` (fence and step) |
 //!
+//! Capacity, by DynamoDB's rules (1 WCU per KB written, rounded up; a
+//! failed condition consumes write units by the item's size; returning
+//! the item with it consumes no read units): a fresh call whose result is
+//! under a kilobyte consumes 2 WCU, a replay, a mismatch or a call in
+//! progress 1 WCU, and no call reads. A larger result costs more on every
+//! replay too (4 WCU at 3 KB). These are the requests and the units of AWS
+//! Powertools' hand-written protocol, measured side by side in
+//! BENCHMARKS.md ("DynamoDB").
+//!
 //! DynamoDB has no clock in a condition: leases and TTLs are judged by the
 //! calling hosts' clocks, checked in every condition and read (its TTL
 //! sweep runs late). Keep the clocks synchronised; the store's skew

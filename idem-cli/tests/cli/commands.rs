@@ -31,6 +31,13 @@ pub(crate) fn run(args: &[&str]) -> (i32, String, String) {
         .env_remove("IDEM_REDIS_URL")
         .env_remove("IDEM_POSTGRES_URL")
         .env_remove("IDEM_MYSQL_URL")
+        .env_remove("IDEM_DYNAMODB_TABLE")
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_SESSION_TOKEN")
+        // The emulators' static credentials (`--dynamodb` needs some).
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
         .output()
         .expect("run idem");
     (
@@ -41,7 +48,7 @@ pub(crate) fn run(args: &[&str]) -> (i32, String, String) {
 }
 
 /// `idem … --json`, which must succeed; its JSON.
-fn idem_json(store: &[&str], args: &[&str]) -> Value {
+pub(crate) fn idem_json(store: &[&str], args: &[&str]) -> Value {
     let all: Vec<&str> = store
         .iter()
         .chain(args)
@@ -109,7 +116,7 @@ fn assert_lists_only_the_stuck_claim(target: &[&str], stuck: &RecordKey) {
 /// claim a day, showed it in progress, "EXPIRES IN 0s"; the SQL stores
 /// called it `expired`, the word for a result past its TTL.) Assumes no
 /// other claim of the store has lapsed.
-async fn a_lapsed_claim_shows_as_lapsed(target: &[&str], store: &dyn Store) {
+pub(crate) async fn a_lapsed_claim_shows_as_lapsed(target: &[&str], store: &dyn Store) {
     let record = RecordKey::new("lapse", "o-1");
     let claim = Claim::new(
         Token::random(),
@@ -152,7 +159,7 @@ async fn a_lapsed_claim_shows_as_lapsed(target: &[&str], store: &dyn Store) {
     assert!(text.contains("lapsed       1"), "{text}");
 }
 
-fn keys_of(list: &Value) -> Vec<String> {
+pub(crate) fn keys_of(list: &Value) -> Vec<String> {
     let list = list.as_array().expect("an array");
     list.iter()
         .map(|r| r["key"].as_str().unwrap().to_owned())
@@ -161,7 +168,11 @@ fn keys_of(list: &Value) -> Vec<String> {
 
 /// What every store shares: the records written are listed, inspected,
 /// counted, and `forget` makes the next call run.
-async fn lists_inspects_counts_and_forgets(target: &[&str], idem: &Idempotency, scope: &str) {
+pub(crate) async fn lists_inspects_counts_and_forgets(
+    target: &[&str],
+    idem: &Idempotency,
+    scope: &str,
+) {
     let runs = Runs::default();
     for order in ["o-1", "o-2"] {
         charge(idem, &runs, scope, order).await;
@@ -363,7 +374,7 @@ async fn sqlite() {
 /// ago (`statements[0]`, run by `run` with its key, moves its creation
 /// back) is listed as stuck and one just made is not; then its lease
 /// lapses (`statements[1]`), it is counted so, and is purged.
-async fn stuck_then_expired(
+pub(crate) async fn stuck_then_expired(
     target: &[&str],
     store: &dyn Store,
     statements: [&str; 2],

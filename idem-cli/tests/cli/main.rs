@@ -3,10 +3,13 @@
 //! (what probing the CLI found, issue 37: secrets, untouched files,
 //! exact values).
 //!
-//! Servers: see integration/tests/all/support/pg_server.rs, redis_server.rs
-//! and mysql_server.rs (the machine's, else private ones these tests
-//! start).
+//! Servers: see integration/tests/all/support/pg_server.rs, redis_server.rs,
+//! mysql_server.rs and dynamodb_server.rs (the machine's, else private ones
+//! these tests start).
 
+#[cfg(feature = "dynamodb")]
+#[path = "../../../integration/tests/all/support/dynamodb_server.rs"]
+mod dynamodb_server;
 #[path = "../../../integration/tests/all/support/mysql_server.rs"]
 mod mysql_server;
 #[path = "../../../integration/tests/all/support/pg_server.rs"]
@@ -15,6 +18,8 @@ mod pg_server;
 mod redis_server;
 
 mod commands;
+#[cfg(feature = "dynamodb")]
+mod dynamodb;
 mod hardening;
 mod http_records;
 mod purge_pace;

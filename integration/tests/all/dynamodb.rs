@@ -4,17 +4,15 @@
 //! particular to DynamoDB: requests per call, the item limit, a storm of
 //! claims from two replicas and the takeover of a lapsed claim.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
-use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use idem::fingerprint::Fingerprint;
 use idem::key::RecordKey;
 use idem::store::{Claim, ClaimOutcome, Fence, Retention, Token};
 use idem::{DynamoDbStore, Error, Idempotency, Store, StoreErrorKind};
 
+use crate::support::dynamodb_meter::Meter;
 use crate::support::dynamodb_server::{self, Emulator};
 
 /// A store in a new table of its own on `emulator`.
@@ -22,12 +20,11 @@ async fn store(emulator: Emulator) -> DynamoDbStore {
     store_with(emulator, None).await
 }
 
-async fn store_with(emulator: Emulator, requests: Option<Requests>) -> DynamoDbStore {
+async fn store_with(emulator: Emulator, meter: Option<Meter>) -> DynamoDbStore {
     let url = dynamodb_server::url(emulator).await;
     let mut client = dynamodb_server::client(&url);
-    if let Some(requests) = requests {
-        let config = client.config().to_builder().interceptor(requests).build();
-        client = aws_sdk_dynamodb::Client::from_conf(config);
+    if let Some(meter) = meter {
+        client = meter.on(&client);
     }
     let table = format!("idem-{:x}", Token::random().to_u128() as u64);
     let store = DynamoDbStore::new(client, table);
@@ -71,54 +68,29 @@ mod moto {
     });
 }
 
-/// Counts the requests a client sends (every attempt, retries included).
-#[derive(Debug, Clone, Default)]
-struct Requests(Arc<AtomicUsize>);
-
-impl Requests {
-    fn take(&self) -> usize {
-        self.0.swap(0, Ordering::SeqCst)
-    }
-}
-
-impl Intercept for Requests {
-    fn name(&self) -> &'static str {
-        "Requests"
-    }
-
-    fn read_before_transmit(
-        &self,
-        _: &BeforeTransmitInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-}
-
 /// A fresh call costs its claim and its completion; a replay, a call in
 /// progress and a payload mismatch each cost the one claim, whose failed
 /// condition returns the item.
 async fn requests_per_call(emulator: Emulator) {
-    let requests = Requests::default();
-    let idem = Idempotency::new(store_with(emulator, Some(requests.clone())).await);
-    requests.take();
+    let meter = Meter::default();
+    let requests = || meter.take().len();
+    let idem = Idempotency::new(store_with(emulator, Some(meter.clone())).await);
+    requests();
     let call = |amount: u32| {
         idem.call("orders", "o-1")
             .fingerprint(&amount)
             .run(move || async move { Ok::<_, Error>(amount * 2) })
     };
     assert_eq!(call(21).await.unwrap(), 42);
-    assert_eq!(requests.take(), 2, "a fresh call: claim and completion");
+    assert_eq!(requests(), 2, "a fresh call: claim and completion");
     assert_eq!(call(21).await.unwrap(), 42);
-    assert_eq!(requests.take(), 1, "a replay: the claim alone");
+    assert_eq!(requests(), 1, "a replay: the claim alone");
     let other = call(22).await;
     assert!(
         matches!(other, Err(Error::FingerprintMismatch { .. })),
         "{other:?}"
     );
-    assert_eq!(requests.take(), 1, "a mismatch: the claim alone");
+    assert_eq!(requests(), 1, "a mismatch: the claim alone");
     let held = Claim::new(
         Token::random(),
         Fingerprint::NONE,
@@ -127,13 +99,13 @@ async fn requests_per_call(emulator: Emulator) {
     );
     let key = RecordKey::new("orders", "o-2");
     idem.store().claim(&key, &held).await.unwrap();
-    requests.take();
+    requests();
     let busy = idem
         .call("orders", "o-2")
         .run(|| async { Ok::<_, Error>(1) })
         .await;
     assert!(matches!(busy, Err(Error::InProgress { .. })), "{busy:?}");
-    assert_eq!(requests.take(), 1, "in progress: the claim alone");
+    assert_eq!(requests(), 1, "in progress: the claim alone");
 }
 
 #[tokio::test]

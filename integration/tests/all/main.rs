@@ -20,6 +20,10 @@ mod client;
 mod detach;
 #[cfg(feature = "dynamodb")]
 mod dynamodb;
+#[cfg(feature = "dynamodb")]
+mod dynamodb_capacity;
+#[cfg(feature = "dynamodb")]
+mod dynamodb_process;
 #[cfg(all(feature = "tonic", feature = "memory"))]
 mod grpc;
 #[cfg(all(feature = "tonic", feature = "memory"))]

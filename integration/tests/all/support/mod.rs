@@ -9,6 +9,8 @@ pub(crate) mod captured;
 pub(crate) mod client;
 pub(crate) mod cluster;
 #[cfg(feature = "dynamodb")]
+pub(crate) mod dynamodb_meter;
+#[cfg(feature = "dynamodb")]
 pub(crate) mod dynamodb_server;
 #[cfg(all(feature = "tonic", feature = "memory"))]
 pub(crate) mod grpc;
