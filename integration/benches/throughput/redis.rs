@@ -315,7 +315,10 @@ pub(crate) async fn run(report: &mut Report) {
                         "raw SET NX PX GET (idem's claim by hand)",
                         raw_spread(&conn, &prefix, raw_claim),
                     ),
-                    ("idem RedisStore + local cache", idem_spread(cached_elsewhere)),
+                    (
+                        "idem RedisStore + local cache",
+                        idem_spread(cached_elsewhere),
+                    ),
                 ],
             )
             .await;

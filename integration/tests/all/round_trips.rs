@@ -122,7 +122,9 @@ async fn redis_turns_per_call() {
     let turns = count(
         &proxy,
         &Idempotency::new(proxied_store),
-        &Idempotency::builder(unseen.unwrap()).local_cache(100).build(),
+        &Idempotency::builder(unseen.unwrap())
+            .local_cache(100)
+            .build(),
         &direct,
     )
     .await;
