@@ -61,11 +61,11 @@
 //!   3-master cluster).
 //! - **Compact.** One string per record: `P` + token + fingerprint + the
 //!   claim's time and lease + the call site while in progress, `D` +
-//!   fingerprint + TTL + expiry + record once completed (`C` + fingerprint
-//!   + TTL + record in earlier versions; still read, so replicas of both
-//!   versions share one Redis during a rolling deployment: an earlier
-//!   replica answers a `D` record `Error::Store`, and runs nothing). A record holding a
-//!   200-byte value takes under 512 bytes (`MEMORY USAGE`, asserted and
+//!   fingerprint + TTL + expiry + record once completed (earlier versions
+//!   wrote `C` + fingerprint + TTL + record, which is still read, so
+//!   replicas of both versions share one Redis during a rolling
+//!   deployment: an earlier replica answers a `D` record `Error::Store`,
+//!   and runs nothing). A record holding a 200-byte value takes under 512 bytes (`MEMORY USAGE`, asserted and
 //!   printed by `keys_are_prefixed_hashed_and_expire_by_px` in
 //!   `integration/tests/all/redis.rs`; BENCHMARKS.md has the sizes per store).
 //! - **Faults.** One multiplexed, reconnecting connection

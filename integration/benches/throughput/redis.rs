@@ -275,54 +275,7 @@ pub(crate) async fn run(report: &mut Report) {
             .await;
     }
 
-    // Replays spread over more keys than a store remembers: each key
-    // completed by one store and replayed once by another, as a retry
-    // reaches another replica.
-    let name = "redis replay of spread keys, concurrency 64";
-    if report.wants(name) {
-        let elsewhere = RedisStore::builder()
-            .prefix(&prefix)
-            .connect(&url)
-            .await
-            .expect("Redis for the bench");
-        let cached_elsewhere = Idempotency::builder(elsewhere.clone())
-            .local_cache(10_000)
-            .build();
-        let idem_spread = |replayer: Idempotency| {
-            let (first, scope) = (idem.clone(), scope.clone());
-            spread_runner(
-                64,
-                {
-                    let scope = scope.clone();
-                    move |k| {
-                        let (idem, scope) = (first.clone(), scope.clone());
-                        async move { idem_call(&idem, &scope, k | 1 << 62).await }
-                    }
-                },
-                move |k| {
-                    let (idem, scope) = (replayer.clone(), scope.clone());
-                    async move { idem_call(&idem, &scope, k | 1 << 62).await }
-                },
-            )
-        };
-        report
-            .scenario(
-                name,
-                vec![
-                    ("idem RedisStore", idem_spread(Idempotency::new(elsewhere))),
-                    ("raw GET", raw_spread(&conn, &prefix, raw_get)),
-                    (
-                        "raw SET NX PX GET (idem's claim by hand)",
-                        raw_spread(&conn, &prefix, raw_claim),
-                    ),
-                    (
-                        "idem RedisStore + local cache",
-                        idem_spread(cached_elsewhere),
-                    ),
-                ],
-            )
-            .await;
-    }
+    spread_replays(report, &url, &prefix, &idem, &scope, &conn).await;
 
     if report.wants("redis bytes per record") {
         let out: Result<String, Error> = idem
@@ -349,4 +302,63 @@ pub(crate) async fn run(report: &mut Report) {
         .await
         .unwrap();
     crate::redis_keys::unlink_prefixed(&mut conn, &prefix).await;
+}
+
+/// Replays spread over more keys than a store remembers: each key
+/// completed by one store and replayed once by another, as a retry
+/// reaches another replica.
+async fn spread_replays(
+    report: &mut Report,
+    url: &str,
+    prefix: &str,
+    idem: &Idempotency,
+    scope: &Arc<str>,
+    conn: &ConnectionManager,
+) {
+    let name = "redis replay of spread keys, concurrency 64";
+    if !report.wants(name) {
+        return;
+    }
+    let elsewhere = RedisStore::builder()
+        .prefix(prefix)
+        .connect(url)
+        .await
+        .expect("Redis for the bench");
+    let cached_elsewhere = Idempotency::builder(elsewhere.clone())
+        .local_cache(10_000)
+        .build();
+    let idem_spread = |replayer: Idempotency| {
+        let (first, scope) = (idem.clone(), scope.clone());
+        spread_runner(
+            64,
+            {
+                let scope = scope.clone();
+                move |k| {
+                    let (idem, scope) = (first.clone(), scope.clone());
+                    async move { idem_call(&idem, &scope, k | 1 << 62).await }
+                }
+            },
+            move |k| {
+                let (idem, scope) = (replayer.clone(), scope.clone());
+                async move { idem_call(&idem, &scope, k | 1 << 62).await }
+            },
+        )
+    };
+    report
+        .scenario(
+            name,
+            vec![
+                ("idem RedisStore", idem_spread(Idempotency::new(elsewhere))),
+                ("raw GET", raw_spread(conn, prefix, raw_get)),
+                (
+                    "raw SET NX PX GET (idem's claim by hand)",
+                    raw_spread(conn, prefix, raw_claim),
+                ),
+                (
+                    "idem RedisStore + local cache",
+                    idem_spread(cached_elsewhere),
+                ),
+            ],
+        )
+        .await;
 }
