@@ -1,9 +1,11 @@
 //! Records in Redis: one round trip per operation, expiry by Redis itself.
 //!
 //! One string per record, under `prefix` + the 32 bytes of the hashed key:
-//! `P` + token (16 bytes) + fingerprint (32) while in progress, `C` +
-//! fingerprint (32) + TTL (8 bytes, milliseconds, big-endian) + record once
-//! completed. The key's `PX` is the lease plus `KEPT_AFTER_LEASE_MS` (a
+//! `P` + token (16 bytes) + fingerprint (32) while in progress, `D` +
+//! fingerprint (32) + TTL + expiry (8 bytes each, milliseconds,
+//! big-endian; the expiry by the server's clock, see `clock.rs`) + record
+//! once completed (`C` without the expiry before; still read, see
+//! `value.rs`). The key's `PX` is the lease plus `KEPT_AFTER_LEASE_MS` (a
 //! day) or the TTL, so Redis's clock decides expiry, and a lapsed claim
 //! stays to be taken over (`took_over`) instead of vanishing. Every step touches
 //! one key, so Redis Cluster routes it. A call's recovery points
@@ -15,6 +17,7 @@ mod admin;
 mod builder;
 mod cas;
 mod claim;
+mod clock;
 mod complete;
 mod conn;
 mod eviction;
@@ -59,9 +62,12 @@ pub use builder::RedisStoreBuilder;
 /// completes by script instead, still one round trip each: the tombstone
 /// is a small key of its own beside the record (136 bytes, see
 /// BENCHMARKS.md). A replayed duplicate is one round trip of one
-/// command (two behind a local cache, which asks how long the record
-/// lives): a `GET` where this store saw the key completed, which costs
-/// the server less than the claim and answers the same, else the claim. Expiry is Redis's own `PX`; a claim's key outlives its lease
+/// command, behind a local cache too (the record's lifetime is read from
+/// its value, written by the server's clock: see
+/// [`idem::guide::redis`](https://docs.rs/idemkit/latest/idem/guide/redis/index.html)):
+/// a `GET` where this store saw the key completed, which costs the server
+/// less than the claim and answers the same, else the claim. Expiry is
+/// Redis's own `PX`; a claim's key outlives its lease
 /// by a day, so a claim that finds a lapsed one takes it over (by a
 /// script, one more trip, only then) and reports `took_over`. The
 /// connection is one
@@ -94,6 +100,9 @@ pub struct RedisStore {
     native: Arc<native::Native>,
     /// The keys last seen completed, whose replays read by `GET`.
     completed: Arc<crate::completed::Completed>,
+    /// The server's clock, which a completed value's expiry is written
+    /// and read by (see `clock.rs`).
+    clock: Arc<clock::ServerClock>,
 }
 
 /// Its settings; not its connection or the keys it saw completed.

@@ -28,8 +28,13 @@
 //!   answer 1, release 1, a local-cache hit 0. Commands per call (`INFO
 //!   commandstats`, `integration/tests/all/valkey.rs`): fresh 2 (`SET … NX GET`, the
 //!   completion), replay 1 (`GET`, or `SET … NX GET` on another
-//!   replica); a replay that fills a local cache also sends a
-//!   `PTTL` in the same write, for how long the cache may keep the record.
+//!   replica), a replay that fills a local cache too: how long the cache
+//!   may keep the record is read from the completed value's expiry, which
+//!   is written and read by the server's clock (its `TIME`, read on
+//!   connect and after a lost connection, counted on by each host's
+//!   monotonic clock, so two hosts' wall clocks never meet), less 3% for
+//!   drift. Only that cache's lifetime rests on it; Redis's `PX` expires
+//!   the record.
 //!   A claim reads saved steps (`idem::step`) only where a released or
 //!   lapsed claim left them, by a script after it: that claim takes two
 //!   turns. The common hand-written pattern (GET, then SET NX, then SET)
@@ -55,9 +60,12 @@
 //!   call (`integration/tests/all/redis_cluster.rs` runs the conformance suite on a private
 //!   3-master cluster).
 //! - **Compact.** One string per record: `P` + token + fingerprint + the
-//!   claim's time and lease + the call site while in progress, `C` +
-//!   fingerprint + TTL + record once completed. A record holding a
-//!   200-byte value takes under 512 bytes (`MEMORY USAGE`, asserted and
+//!   claim's time and lease + the call site while in progress, `D` +
+//!   fingerprint + TTL + expiry + record once completed (earlier versions
+//!   wrote `C` + fingerprint + TTL + record, which is still read, so
+//!   replicas of both versions share one Redis during a rolling
+//!   deployment: an earlier replica answers a `D` record `Error::Store`,
+//!   and runs nothing). A record holding a 200-byte value takes under 512 bytes (`MEMORY USAGE`, asserted and
 //!   printed by `keys_are_prefixed_hashed_and_expire_by_px` in
 //!   `integration/tests/all/redis.rs`; BENCHMARKS.md has the sizes per store).
 //! - **Faults.** One multiplexed, reconnecting connection

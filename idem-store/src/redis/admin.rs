@@ -17,7 +17,7 @@ use idem_contract::store::async_trait;
 use redis::{FromRedisValue, Value};
 
 use super::value::{
-    CLAIM_AT, RECORD_AT, RELEASED, SITE_AT, corrupt, fingerprint_at, lease_left, millis_at,
+    CLAIM_AT, RELEASED, SITE_AT, corrupt, fingerprint_at, lease_left, millis_at, record_at,
     remaining, unix_now,
 };
 use super::{Conn, RedisStore};
@@ -197,11 +197,11 @@ fn info(
             0,
             None,
         ),
-        Some(b'C') => {
+        Some(_) if let Some(at) = record_at(value) => {
             let ttl = millis_at(value, 33)?;
-            let record = whole.then(|| Bytes::copy_from_slice(&value[RECORD_AT..]));
+            let record = whole.then(|| Bytes::copy_from_slice(&value[at..]));
             let age = ttl.saturating_sub(left);
-            let size = len.saturating_sub(RECORD_AT);
+            let size = len.saturating_sub(at);
             (
                 RecordState::Completed,
                 fingerprint_at(value, 1)?,

@@ -244,6 +244,7 @@ impl RedisStoreBuilder {
             scripts: Scripts::new(),
             native: Arc::default(),
             completed: Arc::default(),
+            clock: Arc::default(),
         }
     }
 }

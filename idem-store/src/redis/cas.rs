@@ -13,7 +13,7 @@ use idem_contract::store::Fence;
 use super::RedisStore;
 use super::conn::{command, store_error};
 use super::native::{Delete, fence_of, not_understood};
-use super::value::{claim_px, millis};
+use super::value::{claim_px, completed_value, millis};
 
 impl RedisStore {
     /// `SET key completed IFEQ claim PX ttl GET`, sent once more after a
@@ -28,8 +28,7 @@ impl RedisStore {
         ttl: Duration,
     ) -> Result<Option<Fence>, StoreError> {
         let ttl = millis(ttl);
-        // `C`, the claim's fingerprint, the TTL, the record (see `redis.rs`).
-        let value = [b"C", &claim[17..49], &ttl.to_be_bytes(), record].concat();
+        let value = completed_value(&claim[17..49], ttl, self.clock.now(), record);
         let mut digits = itoa::Buffer::new();
         let px = digits.format(ttl).as_bytes();
         let redis_key = self.redis_key(key);

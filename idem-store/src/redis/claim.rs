@@ -21,8 +21,8 @@ use super::scripts::TAKE_OVER;
 use super::steps;
 use super::tombstone;
 use super::value::{
-    Claimed, claim_px, claim_value_len, claimed, corrupt, fingerprint_at, unix_now,
-    write_claim_value,
+    Claimed, claim_px, claim_value_len, claimed, corrupt, fingerprint_at, is_completed,
+    lifetime_left, unix_now, write_claim_value,
 };
 
 impl RedisStore {
@@ -44,17 +44,12 @@ impl RedisStore {
         // fraction of a script (and MULTI/EXEC around it costs more than
         // the script). Alone it is a replay's whole cost, as a `GET` is.
         // An in-progress value then holds what estimates its lease left
-        // (`value::lease_left_estimate`); a record's lifetime is read only
-        // for a claim that asks for it (a local cache keeps the record
-        // that long), by a `PTTL` before it in the same pipeline (one
-        // write, one turn). The two may be split by other clients'
-        // commands, so the `PTTL` may be of an earlier value than the one
-        // read; it is sent first so that it can only be of one that
-        // existed before: either the value read, or one it replaced, in
-        // which case the value read was written after the `PTTL` ran and
-        // lives at least its own stored TTL from then. The lifetime
-        // reported is the smaller of the two, never later than the
-        // store's expiry.
+        // (`value::lease_left_estimate`), and a completed one its expiry
+        // (`value::lifetime_left`), for a claim that asks for the
+        // record's lifetime (a local cache keeps the record that long).
+        // The tombstone script reads a `PTTL` before its `SET`: the
+        // lifetime is the smaller of it and the stored TTL, as the `PTTL`
+        // may be of a value the one read replaced.
         // A free key has no saved steps (a step's hash expires no later
         // than its claim's key, and a release that keeps steps leaves a
         // marker in the key), so the steps are read only by the script
@@ -77,6 +72,10 @@ impl RedisStore {
                 let (now, _) = *clocks.get_or_insert_with(read_clocks);
                 self.send_claim(key, claim, now).await?
             }
+        };
+        let pttl = match (pttl, &held) {
+            (None, Some(held)) if claim.expiry => lifetime_left(held, self.clock.now()),
+            _ => pttl,
         };
         let outcome = match claimed_or_replaced(pttl, held, claim)? {
             Err(held) => {
@@ -133,7 +132,7 @@ impl RedisStore {
         key_arg(&mut get, [&self.prefix, key.as_bytes()])
             .map_err(|err| StoreError::new("redis", err))?;
         let held: Option<Vec<u8>> = self.send_cmd(&get).await.map_err(store_error)?;
-        if held.as_ref().is_none_or(|held| held.first() != Some(&b'C')) {
+        if held.as_ref().is_none_or(|held| !is_completed(held)) {
             self.completed.lost(key);
         }
         Ok(held)
@@ -377,11 +376,11 @@ fn refused_takeover(held: &[u8], claim: &Claim) -> Result<Option<ClaimOutcome>, 
         .then(|| ClaimOutcome::in_progress(lapsed, Duration::ZERO)))
 }
 
-/// Whether the claim's pipeline answers the key's `PTTL` first: a claim
-/// that asks for the record's lifetime sends it, and the tombstone script
-/// answers it.
+/// Whether the claim's pipeline answers the key's `PTTL` first: the
+/// tombstone script answers it. A claim that asks for the record's
+/// lifetime reads it from the completed value instead (see `claim_key`).
 fn reads_pttl(claim: &Claim) -> bool {
-    claim.expiry || claim.tombstone
+    claim.tombstone
 }
 
 /// The next of a pipeline's replies (nil where none is left).

@@ -15,7 +15,7 @@ use super::RedisStore;
 use super::conn::store_error;
 use super::native::live_until;
 use super::scripts::{COMPLETE, fence};
-use super::value::{KEPT_AFTER_LEASE_MS, claim_px, millis};
+use super::value::{KEPT_AFTER_LEASE_MS, claim_px, expiry_ms, millis};
 
 impl RedisStore {
     /// `Store::complete`, or `Store::complete_again` when `again` (always
@@ -157,7 +157,10 @@ impl RedisStore {
         let tombstone = retention.tombstone.map(millis);
         let (mut digits, mut total) = (itoa::Buffer::new(), itoa::Buffer::new());
         let px = digits.format(ttl).as_bytes();
-        let (token, ttl_ms) = (token.to_bytes(), ttl.to_be_bytes());
+        let expiry = expiry_ms(ttl, self.clock.now());
+        let token = token.to_bytes();
+        let ttl_ms = ttl.to_be_bytes();
+        let ttl_expiry = [ttl_ms, expiry.to_be_bytes()].concat();
         let marker: Vec<u8> = match tombstone {
             Some(tombstone) => [tombstone.to_be_bytes(), ttl_ms].concat(),
             None => Vec::new(),
@@ -173,7 +176,7 @@ impl RedisStore {
         };
         let keys: [&[u8]; 2] = [&record_key, &marker_key];
         let sending: &[u8] = if again { b"1" } else { b"0" };
-        let args: [&[u8]; 7] = [&token, record, px, &ttl_ms, sending, &marker, total];
+        let args: [&[u8]; 7] = [&token, record, px, &ttl_expiry, sending, &marker, total];
         // A call without a tombstone sends neither the marker's key nor its
         // arguments.
         let (keys, args) = match tombstone {

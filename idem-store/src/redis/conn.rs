@@ -23,11 +23,28 @@ pub(super) fn store_error(err: redis::RedisError) -> StoreError {
 
 impl RedisStore {
     /// What is checked on connect and after a failed connection (the
-    /// server may since be another): its eviction policy and its native
-    /// compare-and-set.
+    /// server may since be another): its eviction policy, its native
+    /// compare-and-set and its clock.
     pub(super) async fn check_server(&self) -> Result<(), StoreError> {
         self.check_eviction().await?;
-        self.detect_native().await
+        self.detect_native().await?;
+        self.read_clock().await
+    }
+
+    /// Reads the server's clock (`TIME`; see `clock.rs`). A refused `TIME`
+    /// leaves the clock as it was.
+    async fn read_clock(&self) -> Result<(), StoreError> {
+        let sent = std::time::Instant::now();
+        match self.send_cmd::<(String, String)>(&redis::cmd("TIME")).await {
+            Ok(answer) => {
+                if let Some(server) = super::clock::of_time(&answer) {
+                    self.clock.read(server, sent, std::time::Instant::now());
+                }
+                Ok(())
+            }
+            Err(err) if err.is_io_error() || err.is_timeout() => Err(store_error(err)),
+            Err(_) => Ok(()),
+        }
     }
 
     /// Reads every primary's version (`INFO server`): what they all

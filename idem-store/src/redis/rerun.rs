@@ -12,7 +12,7 @@ use idem_contract::store::{Claim, ClaimOutcome};
 
 use super::RedisStore;
 use super::conn::store_error;
-use super::value::{Claimed, RECORD_AT, claim_px, claimed, corrupt, fingerprint_at};
+use super::value::{Claimed, claim_px, claimed, corrupt, fingerprint_at, is_completed};
 
 /// Replaces the value the claim found (ARGV[1]) with ours (ARGV[2], `PX`
 /// ARGV[3]) if the key still holds it (or nothing), deleting the steps
@@ -34,11 +34,11 @@ return {2}
 /// record took the key between the read and the script.
 const TURNS: usize = 16;
 
-/// Whether a claim that reruns replaces `held`: a completed record (`C`)
-/// or a tombstone's marker (`T`) of another fingerprint.
+/// Whether a claim that reruns replaces `held`: a completed record (`D`,
+/// or `C` of the earlier layout) or a tombstone's marker (`T`) of another
+/// fingerprint.
 pub(super) fn replaces(held: &[u8], claim: &Claim) -> Result<bool, StoreError> {
-    let kind = held.first().copied();
-    if !claim.rerun || !(kind == Some(b'C') && held.len() >= RECORD_AT || kind == Some(b'T')) {
+    if !claim.rerun || !(is_completed(held) || held.first() == Some(&b'T')) {
         return Ok(false);
     }
     Ok(!claim.fingerprint.matches(&fingerprint_at(held, 1)?))

@@ -13,9 +13,14 @@ use redis::Script;
 // (its key outlives the lease by 86400000 ms, `KEPT_AFTER_LEASE_MS`, so a
 // lapse is a `PTTL` at or below that).
 //
-// A completion is sent once more after a lost connection (ARGV[5] = '1'):
-// the first may have landed, and then the value is completed with exactly
-// our TTL and record. Another holder's identical bytes would answer 1 as
+// A completion writes the completed value (`value::COMPLETED`) of the
+// claim's fingerprint, ARGV[4] (the TTL and the expiry, 8 bytes each) and
+// the record (ARGV[2]), `PX` ARGV[3].
+//
+// A completion is sent once more after a lost connection or a failure
+// (ARGV[5] = '1'): the first may have landed, and then the value is
+// completed with exactly our TTL and record (its expiry, counted from an
+// earlier sending, differs). Another holder's identical bytes would answer 1 as
 // well, which tells the caller nothing false: that same value is replayed.
 //
 // A call that keeps a tombstone passes its marker's key (KEYS[2], see
@@ -31,13 +36,14 @@ if not v then
 end
 if string.sub(v, 1, 17) == 'P' .. ARGV[1] then
   if redis.call('PTTL', KEYS[1]) <= 86400000 then return -1 end
-  redis.call('SET', KEYS[1], 'C' .. string.sub(v, 18, 49) .. ARGV[4] .. ARGV[2], 'PX', ARGV[3])
+  redis.call('SET', KEYS[1], 'D' .. string.sub(v, 18, 49) .. ARGV[4] .. ARGV[2], 'PX', ARGV[3])
   if KEYS[2] then
     redis.call('SET', KEYS[2], 'T' .. string.sub(v, 18, 49) .. ARGV[6], 'PX', ARGV[7])
   end
   return 1
 end
-if ARGV[5] == '1' and string.sub(v, 1, 1) == 'C' and string.sub(v, 34) == ARGV[4] .. ARGV[2] then
+if ARGV[5] == '1' and string.sub(v, 1, 1) == 'D' and string.sub(v, 34, 41) == string.sub(ARGV[4], 1, 8)
+  and string.sub(v, 50) == ARGV[2] then
   return 1
 end
 return 0
@@ -153,7 +159,7 @@ local v = redis.call('GET', KEYS[1])
 if v then
   local left = redis.call('PTTL', KEYS[1])
   local kind = string.sub(v, 1, 1)
-  if v ~= ARGV[1] or kind == 'C' or (kind == 'P' and left > 86400000) then
+  if v ~= ARGV[1] or kind == 'C' or kind == 'D' or (kind == 'P' and left > 86400000) then
     return {0, left, v}
   end
 end

@@ -83,16 +83,18 @@ pub(super) enum Claimed {
 /// What a claim's `SET … NX GET` answered: nothing (the claim is ours), a
 /// completed record, another caller's claim, or a lapsed claim. `pttl` is
 /// the key's `PTTL` read just before, when the claim asked for it (a call
-/// with a local cache or tombstones, and the takeover script): a
-/// record's lifetime and a claim's lease left by Redis's clock. Without
-/// it, a record's lifetime is zero (not asked), and a claim's lease left
-/// is estimated from its value ([`lease_left_estimate`]).
+/// with tombstones, and the takeover script), or estimated from a
+/// completed value's expiry ([`lifetime_left`]) for a claim that asks
+/// for the record's lifetime: a record's lifetime and a claim's lease
+/// left by Redis's clock. Without it, a record's lifetime is zero (not
+/// asked), and a claim's lease left is estimated from its value
+/// ([`lease_left_estimate`]).
 pub(super) fn claimed(pttl: Option<i64>, held: Option<Vec<u8>>) -> Result<Claimed, StoreError> {
     let Some(held) = held else {
         return Ok(Claimed::Outcome(ClaimOutcome::won(false, Vec::new())));
     };
     let outcome = match held.first() {
-        Some(b'C') if held.len() >= RECORD_AT => {
+        Some(_) if is_completed(&held) => {
             let fingerprint = fingerprint_at(&held, 1)?;
             let expires_in = match pttl {
                 Some(pttl) => remaining(pttl).min(millis_at(&held, 33)?),
@@ -124,6 +126,38 @@ pub(super) fn claimed(pttl: Option<i64>, held: Option<Vec<u8>>) -> Result<Claime
     Ok(Claimed::Outcome(outcome))
 }
 
+/// A completed value's lifetime left, as a `PTTL` would answer it, from
+/// the expiry written in it and the server's time now as this store
+/// reads it (`clock.rs`), less a thirty-second of itself for the clocks'
+/// drift since they were read: never more than Redis keeps the record, so
+/// a local cache never outlives it. `None` for any other value, and for
+/// a completed value of the earlier layout (`C`), which holds no expiry:
+/// its lifetime is then not known, and a local cache does not keep it.
+pub(super) fn lifetime_left(held: &[u8], server_now: Duration) -> Option<i64> {
+    if held.first() != Some(&COMPLETED) || record_at(held).is_none() {
+        return None;
+    }
+    let expires_at = millis_at(held, EXPIRY_AT).ok()?;
+    let left = expires_at.saturating_sub(server_now);
+    i64::try_from((left - left / 32).as_millis()).ok()
+}
+
+/// Whether `held` is a completed value, of either layout.
+pub(super) fn is_completed(held: &[u8]) -> bool {
+    record_at(held).is_some()
+}
+
+/// Where a completed value's record starts, by its layout; `None` for any
+/// other value (or one too short to be completed).
+pub(super) fn record_at(held: &[u8]) -> Option<usize> {
+    let at = match held.first() {
+        Some(&COMPLETED) => RECORD_AT,
+        Some(&COMPLETED_BEFORE) => RECORD_AT_BEFORE,
+        _ => return None,
+    };
+    (held.len() >= at).then_some(at)
+}
+
 /// The lease left of an in-progress value found without a `PTTL`, by the
 /// claim's time and lease written in it and this host's clock (`now`):
 /// zero, so that the takeover script judges by Redis's clock, once it says
@@ -146,8 +180,9 @@ pub(super) fn lease_left_estimate(held: &[u8], now: Duration) -> Duration {
 /// moves a pointer, where `Bytes::slice` would first share the buffer
 /// (one more allocation).
 fn record_of(held: Vec<u8>) -> Bytes {
+    let at = record_at(&held).unwrap_or(held.len());
     let mut record = Bytes::from(held);
-    record.advance(RECORD_AT);
+    record.advance(at);
     record
 }
 
@@ -202,8 +237,55 @@ pub(super) fn unix_now() -> Duration {
         .unwrap_or_default()
 }
 
-/// Where a completed value's record starts: `C`, fingerprint, TTL.
-pub(super) const RECORD_AT: usize = 1 + 32 + 8;
+/// A completed value: `D`, fingerprint (32 bytes), TTL and expiry (8
+/// bytes each, milliseconds, big-endian), record. The expiry is the
+/// server's Unix time when the record expires, by the server's clock as
+/// the completing store read it (`clock.rs`), so a replay reads the
+/// record's lifetime from the value alone ([`lifetime_left`]).
+pub(super) const COMPLETED: u8 = b'D';
+
+/// A completed value as written before the expiry was kept in it: `C`,
+/// fingerprint, TTL, record. Still read (a record lives its TTL, and
+/// replicas of an earlier version may write it during a rolling
+/// deployment), never written; an earlier version reading a `D` value
+/// fails closed (`unexpected value under an idem key`), it runs nothing.
+pub(super) const COMPLETED_BEFORE: u8 = b'C';
+
+/// Where a completed value's expiry is written: after `D`, fingerprint,
+/// TTL.
+pub(super) const EXPIRY_AT: usize = 1 + 32 + 8;
+
+/// Where a completed value's record starts.
+pub(super) const RECORD_AT: usize = EXPIRY_AT + 8;
+
+/// Where a `C` value's record starts: `C`, fingerprint, TTL.
+pub(super) const RECORD_AT_BEFORE: usize = 1 + 32 + 8;
+
+/// A completed value of `fingerprint`, kept `ttl` from `server_now` (the
+/// server's time as this store reads it), holding `record`.
+pub(super) fn completed_value(
+    fingerprint: &[u8],
+    ttl_ms: u64,
+    server_now: Duration,
+    record: &[u8],
+) -> Vec<u8> {
+    let expiry = expiry_ms(ttl_ms, server_now);
+    let mut value = Vec::with_capacity(RECORD_AT + record.len());
+    value.push(COMPLETED);
+    value.extend_from_slice(fingerprint);
+    value.extend_from_slice(&ttl_ms.to_be_bytes());
+    value.extend_from_slice(&expiry.to_be_bytes());
+    value.extend_from_slice(record);
+    value
+}
+
+/// The server's Unix time in milliseconds when a record kept `ttl_ms`
+/// from `server_now` expires.
+pub(super) fn expiry_ms(ttl_ms: u64, server_now: Duration) -> u64 {
+    u64::try_from(server_now.as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_add(ttl_ms)
+}
 
 #[cfg(test)]
 mod tests {
@@ -282,5 +364,49 @@ mod tests {
         assert_eq!(lifetime(None), Duration::ZERO);
         assert_eq!(lifetime(Some(59_000)), Duration::from_millis(59_000));
         assert_eq!(lifetime(Some(90_000)), Duration::from_millis(60_000));
+    }
+
+    #[test]
+    fn a_completed_value_holds_its_expiry_by_the_servers_clock() {
+        let server_now = Duration::from_millis(1_700_000_000_000);
+        let value = completed_value(Fingerprint::NONE.as_bytes(), 64_000, server_now, b"rec");
+        assert_eq!(value[0], COMPLETED);
+        assert_eq!(value.len(), RECORD_AT + 3);
+        let left = |later_ms| lifetime_left(&value, server_now + Duration::from_millis(later_ms));
+        // Less a thirty-second of itself, for the clocks' drift.
+        assert_eq!(left(0), Some(62_000));
+        assert_eq!(left(32_000), Some(31_000));
+        assert_eq!(left(64_000), Some(0));
+        assert_eq!(left(90_000), Some(0));
+        let with = |pttl| match claimed(pttl, Some(value.clone())).unwrap() {
+            Claimed::Outcome(ClaimOutcome::Completed {
+                record, expires_in, ..
+            }) => {
+                assert_eq!(&record[..], b"rec");
+                expires_in
+            }
+            _ => panic!("expected completed"),
+        };
+        assert_eq!(with(left(0)), Duration::from_millis(62_000));
+        // Never more than the stored TTL, whatever the clocks say.
+        let ahead = lifetime_left(&value, server_now - Duration::from_secs(3_600));
+        assert_eq!(with(ahead), Duration::from_millis(64_000));
+    }
+
+    #[test]
+    fn a_completed_value_of_the_earlier_layout_is_read_without_a_lifetime() {
+        let mut value = vec![COMPLETED_BEFORE];
+        value.extend_from_slice(Fingerprint::NONE.as_bytes());
+        value.extend_from_slice(&60_000u64.to_be_bytes());
+        value.extend_from_slice(b"record");
+        assert!(is_completed(&value));
+        assert_eq!(lifetime_left(&value, unix_now()), None);
+        // A `C` value too short for a `D` one is still read whole.
+        let Claimed::Outcome(ClaimOutcome::Completed { record, .. }) =
+            claimed(None, Some(value)).unwrap()
+        else {
+            panic!("expected completed");
+        };
+        assert_eq!(&record[..], b"record");
     }
 }

@@ -16,6 +16,10 @@ const LEASE_MS: u64 = 30_000;
 const TTL_MS: u64 = 86_400_000;
 /// Completed keys the replay scenarios read over and over.
 const HOT: u64 = 1_000;
+/// Keys a round of the spread replay scenario completes and then replays
+/// once each: more than the 16,384 a store remembers as completed, and a
+/// multiple of 64, so that a round at concurrency 64 makes every call.
+const SPREAD: u64 = 20_480;
 
 /// The raw subjects' key of replay `i`.
 fn hot_key(prefix: &str, i: u64) -> String {
@@ -106,6 +110,47 @@ where
             call(conn.clone(), key_of(&prefix, i))
         })
     })
+}
+
+/// A round of spread replays: `SPREAD` keys completed by `complete(key)`,
+/// then each replayed once by `replay(key)` at `concurrency`, measured. A
+/// round's `measure` numbers its calls consecutively, so `i % SPREAD`
+/// names each key once.
+fn spread_runner<C, CF, R, RF>(concurrency: usize, complete: C, replay: R) -> Runner
+where
+    C: Fn(u64) -> CF + Send + Sync + Clone + 'static,
+    CF: Future<Output = ()> + Send + 'static,
+    R: Fn(u64) -> RF + Send + Sync + Clone + 'static,
+    RF: Future<Output = ()> + Send + 'static,
+{
+    static ROUND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    runner(move || {
+        let (complete, replay) = (complete.clone(), replay.clone());
+        async move {
+            let base = ROUND.fetch_add(1, std::sync::atomic::Ordering::Relaxed) * SPREAD;
+            measure(concurrency, SPREAD, move |i| complete(base + i % SPREAD)).await;
+            measure(concurrency, SPREAD, move |i| replay(base + i % SPREAD)).await
+        }
+    })
+}
+
+/// Spread replays by hand: each key completed by the raw pair, then
+/// replayed once by `replay`.
+fn raw_spread<Fut>(
+    conn: &ConnectionManager,
+    prefix: &str,
+    replay: fn(ConnectionManager, String) -> Fut,
+) -> Runner
+where
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let (conn, prefix): (ConnectionManager, Arc<str>) = (conn.clone(), prefix.into());
+    let (conn2, prefix2) = (conn.clone(), prefix.clone());
+    spread_runner(
+        64,
+        move |k| raw_two(conn.clone(), format!("{prefix}spread:{k}")),
+        move |k| replay(conn2.clone(), format!("{prefix2}spread:{k}")),
+    )
 }
 
 async fn idem_call(idem: &Idempotency, scope: &str, key: u64) {
@@ -230,6 +275,8 @@ pub(crate) async fn run(report: &mut Report) {
             .await;
     }
 
+    spread_replays(report, &url, &prefix, &idem, &scope, &conn).await;
+
     if report.wants("redis bytes per record") {
         let out: Result<String, Error> = idem
             .call(&*scope, "bytes-per-record")
@@ -255,4 +302,63 @@ pub(crate) async fn run(report: &mut Report) {
         .await
         .unwrap();
     crate::redis_keys::unlink_prefixed(&mut conn, &prefix).await;
+}
+
+/// Replays spread over more keys than a store remembers: each key
+/// completed by one store and replayed once by another, as a retry
+/// reaches another replica.
+async fn spread_replays(
+    report: &mut Report,
+    url: &str,
+    prefix: &str,
+    idem: &Idempotency,
+    scope: &Arc<str>,
+    conn: &ConnectionManager,
+) {
+    let name = "redis replay of spread keys, concurrency 64";
+    if !report.wants(name) {
+        return;
+    }
+    let elsewhere = RedisStore::builder()
+        .prefix(prefix)
+        .connect(url)
+        .await
+        .expect("Redis for the bench");
+    let cached_elsewhere = Idempotency::builder(elsewhere.clone())
+        .local_cache(10_000)
+        .build();
+    let idem_spread = |replayer: Idempotency| {
+        let (first, scope) = (idem.clone(), scope.clone());
+        spread_runner(
+            64,
+            {
+                let scope = scope.clone();
+                move |k| {
+                    let (idem, scope) = (first.clone(), scope.clone());
+                    async move { idem_call(&idem, &scope, k | 1 << 62).await }
+                }
+            },
+            move |k| {
+                let (idem, scope) = (replayer.clone(), scope.clone());
+                async move { idem_call(&idem, &scope, k | 1 << 62).await }
+            },
+        )
+    };
+    report
+        .scenario(
+            name,
+            vec![
+                ("idem RedisStore", idem_spread(Idempotency::new(elsewhere))),
+                ("raw GET", raw_spread(conn, prefix, raw_get)),
+                (
+                    "raw SET NX PX GET (idem's claim by hand)",
+                    raw_spread(conn, prefix, raw_claim),
+                ),
+                (
+                    "idem RedisStore + local cache",
+                    idem_spread(cached_elsewhere),
+                ),
+            ],
+        )
+        .await;
 }

@@ -117,6 +117,8 @@ mod redis_failover;
 #[cfg(feature = "redis")]
 mod redis_fault;
 #[cfg(feature = "redis")]
+mod redis_layout;
+#[cfg(feature = "redis")]
 mod redis_production;
 mod renewal_runtimes;
 #[cfg(all(feature = "postgres", feature = "mysql"))]

@@ -90,68 +90,6 @@ async fn keys_are_prefixed_hashed_and_expire_by_px() {
         .unwrap();
 }
 
-/// The claim reads a record's `PTTL` in the same pipeline as the record,
-/// but other clients' commands may run between the two; the lifetime it
-/// reports is capped by the TTL stored in the record, so a `PTTL` of an
-/// earlier, longer-lived value never lets a cache outlive the record.
-#[tokio::test]
-async fn a_completed_record_reports_no_more_than_its_stored_ttl() {
-    use idem::Store;
-    use idem::fingerprint::Fingerprint;
-    use idem::store::{Claim, ClaimOutcome, Token};
-    let store = store().await;
-    let scope = idem_conformance::scope("stored-ttl");
-    let key = RecordKey::new(&scope, "k");
-    let mut value = b"C".to_vec();
-    value.extend_from_slice(Fingerprint::NONE.as_bytes());
-    value.extend_from_slice(&1_000u64.to_be_bytes());
-    value.extend_from_slice(b"record");
-    let mut conn = raw().await;
-    let _: () = redis::cmd("SET")
-        .arg(store.redis_key(&key))
-        .arg(&value)
-        .arg("PX")
-        .arg(60_000)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let claim = Claim::new(
-        Token::random(),
-        Fingerprint::NONE,
-        Duration::from_secs(30),
-        "redis-test",
-    )
-    .with_expiry();
-    match store.claim(&key, &claim).await.unwrap() {
-        ClaimOutcome::Completed {
-            record, expires_in, ..
-        } => {
-            assert_eq!(&record[..], b"record");
-            assert_eq!(expires_in, Duration::from_secs(1));
-        }
-        other => panic!("expected the completed record, got {other:?}"),
-    }
-    // A record completed through the store keeps its own PTTL, below its TTL.
-    let idem = Idempotency::new(store.clone());
-    let first: Result<u8, Error> = idem
-        .call(&scope, "k2")
-        .ttl(Duration::from_secs(60))
-        .run(|| async { Ok(1) })
-        .await;
-    first.unwrap();
-    match store
-        .claim(&RecordKey::new(&scope, "k2"), &claim)
-        .await
-        .unwrap()
-    {
-        ClaimOutcome::Completed { expires_in, .. } => {
-            assert!(expires_in <= Duration::from_secs(60), "{expires_in:?}");
-            assert!(expires_in > Duration::from_secs(50), "{expires_in:?}");
-        }
-        other => panic!("expected the completed record, got {other:?}"),
-    }
-}
-
 /// An in-progress value as another host's `RedisStore` writes it: `P`,
 /// token, fingerprint, the claim's time and lease (Unix milliseconds by
 /// that host's clock), the call site.
