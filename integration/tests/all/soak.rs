@@ -173,7 +173,19 @@ async fn soak(name: &str, idem: Idempotency, admin: Arc<dyn Admin>, faults: Vec<
     let effects = traffic.effects.lock().unwrap().clone();
     let duplicated: Vec<_> = effects.iter().filter(|(_, n)| **n > 1).collect();
     let lost = (0..keys).filter(|k| !effects.contains_key(k)).count();
-    let stats = admin.stats().await.unwrap();
+    // A scan of every key: on a loaded machine one attempt may outlive the
+    // store's response timeout.
+    let mut stats = admin.stats().await;
+    for _ in 0..5 {
+        if stats.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        stats = admin.stats().await;
+    }
+    let stats = stats.unwrap_or_else(|err| {
+        panic!("{name}: stats failed; duplicates {duplicated:?}, lost {lost}: {err}")
+    });
     let at = |s: u64| {
         samples
             .iter()
