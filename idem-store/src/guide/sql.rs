@@ -68,7 +68,9 @@
 //! ```
 //!
 //! **One statement, one round trip per operation.** claim is one call of the
-//! claim function (a PL/pgSQL loop: read the row; if absent or expired,
+//! claim function (`<table>_claim_v4`: a key no row holds is claimed by one
+//! `INSERT … ON CONFLICT (key) DO NOTHING`; any other goes to `<table>_claim`,
+//! a PL/pgSQL loop: read the row; if absent or expired,
 //! `INSERT … ON CONFLICT (key) DO UPDATE … WHERE expires_at <= now`; if a racing
 //! claimer won, read again), complete, release and renew are one fenced
 //! `UPDATE`/`DELETE` each (`WHERE key = $1 AND token = $2 AND record IS NULL
@@ -256,8 +258,10 @@
 //!   a fresh call is 2 turns, a replay 1 (a `SELECT` of the completed row
 //!   where the store saw the key completed, as on PostgreSQL, else the
 //!   procedure).
-//! - **The claim is a stored procedure** (`<table>_claim`) returning one
-//!   result set: a plain read (a replay costs an index lookup), else, in a
+//! - **The claim is a stored procedure** (`<table>_claim_v4`; replicas of
+//!   earlier releases call `<table>_claim`, which stays) returning one
+//!   result set: a plain read (a replay costs an index lookup), where it
+//!   finds no row one plain `INSERT` (a fresh key), else, in a
 //!   transaction of its own, `INSERT … ON DUPLICATE KEY UPDATE` that inserts
 //!   the claim or locks the one row holding the key, the row read under that
 //!   lock, taken over only if expired. No `SELECT … FOR UPDATE` on a missing

@@ -62,8 +62,8 @@ impl MySqlStoreBuilder {
     }
 
     /// The records table (default `idem_records`). `migrate` also creates
-    /// `<table>_steps`, `<table>_migrations` and the procedure
-    /// `<table>_claim` beside it. ASCII letters, digits and `_`, at most
+    /// `<table>_steps`, `<table>_migrations` and the procedures
+    /// `<table>_claim` and `<table>_claim_v4` beside it. ASCII letters, digits and `_`, at most
     /// 53 bytes.
     ///
     /// ```no_run

@@ -4,7 +4,8 @@
 //! Each migration is a SQL file under `migrations/`, numbered in the order
 //! it runs, its statements separated by lines holding only `//`. `{t}` is
 //! the quoted records table, `{steps}` the steps table, `{claim}` the claim
-//! procedure, `{index}` and `{steps_index}` the bare names of their expiry
+//! procedure (`{claim_v4}` the one with the fast path for a fresh key),
+//! `{index}` and `{steps_index}` the bare names of their expiry
 //! indexes. MySQL commits each DDL statement on its own, so a migration is
 //! not one transaction: every statement is written to be run again
 //! (`IF NOT EXISTS`, `DROP … IF EXISTS` before `CREATE`), and the version
@@ -19,11 +20,13 @@ use super::statements::Sql;
 /// 1: the records (with the call site, the claim's time and the
 /// tombstone's end), the steps and the claim procedure; 2: a lapsed claim
 /// is taken over only by a call of its payload; 3: a claim that reruns
-/// (`Claim::rerun`) replaces a completed record of another payload.
+/// (`Claim::rerun`) replaces a completed record of another payload; 4: the
+/// claim's fast path for a key no row holds.
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_records.sql"),
     include_str!("migrations/0002_lapsed_claims.sql"),
     include_str!("migrations/0003_rerun.sql"),
+    include_str!("migrations/0004_claim_fast_path.sql"),
 ];
 
 /// This release's schema version.
@@ -99,6 +102,7 @@ async fn apply(sql: &Sql, conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
 /// Migration `step` with this table's names filled in.
 fn render(sql: &Sql, step: &str) -> String {
     step.replace("{t}", &sql.table)
+        .replace("{claim_v4}", &sql.procedure_v4)
         .replace("{claim}", &sql.procedure)
         .replace("{index}", &sql.index)
         .replace("{steps_index}", &sql.steps_index)

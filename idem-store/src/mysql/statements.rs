@@ -29,10 +29,13 @@ pub(super) struct Sql {
     /// The database and table as given (no database: the connection's).
     pub database_name: Option<String>,
     pub table_name: String,
-    /// The quoted names of the migrations table, the claim procedure and
-    /// the two indexes, and the bare table name for the migration's lock.
+    /// The quoted names of the migrations table, the claim procedures
+    /// (migration 0003's, which replicas of earlier releases call, and
+    /// 0004's, which this one calls) and the two indexes, and the bare
+    /// table name for the migration's lock.
     pub versions: String,
     pub procedure: String,
+    pub procedure_v4: String,
     pub index: String,
     pub steps_index: String,
     pub lock_name: String,
@@ -89,10 +92,11 @@ impl Sql {
             table_name: table.to_owned(),
             versions: name("_migrations"),
             procedure: name("_claim"),
+            procedure_v4: name("_claim_v4"),
             index: format!("`{table}_expires_at`"),
             steps_index: format!("`{table}_steps_exp`"),
             lock_name: format!("idem migrate {}.{table}", database.unwrap_or("")),
-            claim: format!("CALL {}(?, ?, ?, ?, ?, ?, ?)", name("_claim")),
+            claim: format!("CALL {}(?, ?, ?, ?, ?, ?, ?)", name("_claim_v4")),
             // Time left as the procedure reads it (see its migration).
             completed: format!(
                 "SELECT {COMPLETED}, fingerprint, record, \

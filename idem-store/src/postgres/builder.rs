@@ -62,7 +62,8 @@ impl PostgresStoreBuilder {
     }
 
     /// The records table (default `idem_records`). `migrate` also creates
-    /// `<table>_migrations`, the function `<table>_claim` and the index
+    /// `<table>_migrations`, the functions `<table>_claim` and
+    /// `<table>_claim_v4`, and the index
     /// `<table>_expires_at` beside it. ASCII letters, digits and `_`, at
     /// most 52 bytes.
     ///

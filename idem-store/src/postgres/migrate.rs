@@ -3,7 +3,8 @@
 //!
 //! Each migration is a SQL file under `migrations/`, numbered in the order
 //! it runs. `{t}` is the quoted, schema-qualified table, `{claim}` its
-//! claim function, `{index}` the bare name of its expiry index, and
+//! claim function (`{claim_v4}` the one that tries a plain insert first),
+//! `{index}` the bare name of its expiry index, and
 //! `{steps}`, `{steps_of}`, `{steps_index}` the steps table, its reading
 //! function and its expiry index. Each runs once, inside the migration's
 //! transaction; never edit a released file, add one.
@@ -17,11 +18,13 @@ use super::statements::Sql;
 /// 1: the records (with the call site, the claim's time and the
 /// tombstone's end), the claim function, and the steps; 2: a lapsed claim
 /// is taken over only by a call of its payload; 3: a claim that reruns
-/// (`Claim::rerun`) replaces a completed record of another payload.
+/// (`Claim::rerun`) replaces a completed record of another payload; 4: the
+/// claim's fast path for a key no row holds, with the steps in its answer.
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_records.sql"),
     include_str!("migrations/0002_lapsed_claims.sql"),
     include_str!("migrations/0003_rerun.sql"),
+    include_str!("migrations/0004_claim_fast_path.sql"),
 ];
 
 /// This release's schema version.
@@ -81,6 +84,10 @@ pub(super) async fn run(sql: &Sql, conn: &mut PgConnection) -> Result<(), sqlx::
 /// Migration `step` with this table's names filled in.
 fn render(sql: &Sql, step: &str) -> String {
     step.replace("{t}", &sql.table)
+        .replace(
+            "{claim_v4}",
+            &format!("\"{}\".\"{}_claim_v4\"", sql.schema_name, sql.table_name),
+        )
         .replace(
             "{claim}",
             &format!("\"{}\".\"{}_claim\"", sql.schema_name, sql.table_name),

@@ -13,7 +13,7 @@ use idem_contract::StoreError;
 use idem_contract::store::LAPSED_CLAIM_KEPT;
 
 use super::BACKEND;
-use crate::sql::claimed::{COMPLETED, IN_PROGRESS, TOOK_OVER, WON};
+use crate::sql::claimed::{COMPLETED, IN_PROGRESS};
 
 impl super::PostgresStore {
     /// The statements of this store's table, for the transactional mode.
@@ -94,15 +94,14 @@ impl Sql {
             // ours did, so `statement_timestamp()` could answer more than
             // the writer's whole lease (issue 37). A claim that reruns
             // (`$6`) passes a completed row of another payload on to the
-            // function, which replaces it.
+            // function, which replaces it. The function answers a won
+            // key's steps too (migration 0004).
             claim: format!(
                 "SELECT CASE WHEN r.record IS NULL THEN {IN_PROGRESS} ELSE {COMPLETED} END, {FOUND}, NULL::bytea[] \
                  FROM {t} AS r WHERE {LIVE_ROW} \
                  AND (r.record IS NULL AND r.token <> $2 OR r.record IS NOT NULL AND NOT ($6 AND r.fingerprint <> $3)) \
                  UNION ALL \
-                 SELECT o_outcome, o_fingerprint, o_record, o_remaining_us, \
-                 CASE WHEN o_outcome IN ({WON}, {TOOK_OVER}) THEN \"{schema}\".\"{table}_steps_of\"($1) END \
-                 FROM \"{schema}\".\"{table}_claim\"($1, $2, $3, $4, $5, $6) \
+                 SELECT * FROM \"{schema}\".\"{table}_claim_v4\"($1, $2, $3, $4, $5, $6) \
                  LIMIT 1"
             ),
             completed: format!(

@@ -7,6 +7,9 @@
 # (hand_*), and a store's replay of a key it saw completed (seen_replay:
 # a read of the completed row, no function), by pgbench, with the
 # server time per call from pg_stat_statements (issue 34; BENCHMARKS.md).
+# A fresh call's claim and completion (issue 52): migration 0003's claim
+# (fn_pair), 0004's (v4_pair), and the fenced minimum on a table shaped
+# like idem's (fenced_pair: upsert where expired, update where token).
 #
 # Needs a server with shared_preload_libraries=pg_stat_statements: a
 # private one, e.g.
@@ -24,11 +27,13 @@ P="psql -q -h 127.0.0.1 -p $port -U postgres"
 if [ "$1" = setup ]; then
   $P -c 'create extension if not exists pg_stat_statements'
   for f in ../../../idem-store/src/postgres/migrations/*.sql; do
-    sed -e 's/{t}/public.idem/g; s/{claim}/public.idem_claim/g; s/{index}/idem_expires_at/g;
+    sed -e 's/{t}/public.idem/g; s/{claim_v4}/public.idem_claim_v4/g; s/{claim}/public.idem_claim/g; s/{index}/idem_expires_at/g;
       s/{steps_of}/public.idem_steps_of/g; s/{steps_index}/idem_steps_expires_at/g;
       s/{steps}/public.idem_steps/g' "$f" | $P
   done
   $P -f fn2.sql
+  $P -c 'create table public.fenced (key bytea primary key, token bytea not null, fingerprint bytea not null,
+    record bytea, expires_at timestamptz not null); create index on public.fenced (expires_at)'
   exit
 fi
 for round in $(seq 1 "$1"); do

@@ -143,6 +143,11 @@ impl Report {
         self.runtime = runtime;
     }
 
+    /// The runtime the scenarios now running run on.
+    pub(crate) fn runtime(&self) -> &str {
+        &self.runtime
+    }
+
     /// Whether any scenario of a group (named by `group`) may be wanted, to
     /// skip its set-up: a filter that names no group may match any.
     pub(crate) fn wants_any(&self, group: &str) -> bool {
@@ -160,8 +165,13 @@ impl Report {
     /// each round in a rotated order, and keeps each one's rounds and its
     /// median round by throughput. The first subject is idem; the rest are
     /// its baselines, compared round by round (see `ratio`).
+    /// `IDEM_BENCH_ROUNDS` sets another number of rounds.
     pub(crate) async fn scenario(&mut self, scenario: &str, subjects: Vec<(&str, Runner)>) {
-        self.scenario_rounds(scenario, ROUNDS, subjects).await;
+        let rounds = std::env::var("IDEM_BENCH_ROUNDS")
+            .ok()
+            .and_then(|r| r.parse().ok());
+        self.scenario_rounds(scenario, rounds.unwrap_or(ROUNDS), subjects)
+            .await;
     }
 
     /// As [`scenario`](Self::scenario), for `rounds` rounds.

@@ -5,8 +5,9 @@
 //! `IDEM_BENCH_SUBJECT=raw` to run only the subjects whose name contains
 //! `raw`, or `IDEM_BENCH_SUBJECT="=raw GET"` for that one alone, for
 //! profiling one of them; `IDEM_BENCH_VERBOSE=1` prints every
-//! round). Each scenario runs interleaved with its baselines for several
-//! rounds; the table reports the median round's calls per second, p50 and
+//! round; `IDEM_BENCH_ROUNDS=3` runs 3 rounds instead of 7). Each
+//! scenario runs interleaved with its baselines for several rounds; the
+//! table reports the median round's calls per second, p50 and
 //! p99 latency, and the ratio of idem to each baseline: the median of the
 //! rounds' ratios, each round's idem figure over the baseline's in the same
 //! round. Ratios within one run are what to compare: absolute figures move
@@ -35,6 +36,8 @@ mod redis;
 #[cfg(feature = "redis")]
 #[path = "../shared/redis_keys.rs"]
 mod redis_keys;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod spread;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 

@@ -1,6 +1,12 @@
-//! PostgresStore beside the two raw statements every dedupe needs
-//! (`INSERT … ON CONFLICT DO NOTHING`, then `UPDATE`) and, for replays, a
-//! raw `SELECT` by primary key, on a table shaped like idem's.
+//! PostgresStore beside the least a fenced dedupe sends (`INSERT … ON
+//! CONFLICT (key) DO UPDATE … WHERE expires_at < now()`, then `UPDATE …
+//! WHERE key = $1 AND token = $2`) and, for replays, a raw `SELECT … WHERE
+//! key = $1 AND expires_at > now()`, on a table shaped like idem's. Replays
+//! come two ways: hot keys (1,000 keys, each store answering from its
+//! table of keys it saw completed) and spread keys ([`crate::spread`]:
+//! each key replayed once by a store that did not complete it). Where the
+//! server loads `pg_stat_statements`, each scenario notes the server time
+//! per statement ([`server_time`]).
 //!
 //! The baseline for the targets runs on the same kind of connections as
 //! idem: `PostgresStore::connect` keeps dedicated `PgConnection`s and
@@ -34,6 +40,8 @@ use sqlx::{PgPool, Postgres, Row};
 use crate::dedicated::raw_key;
 
 mod hand;
+mod server_time;
+mod spread;
 use crate::harness::{Report, Runner, idem_runner, idem_runner_over, measure, runner};
 
 /// Connections per subject (32 callers share them at concurrency 32).
@@ -50,6 +58,20 @@ fn url() -> String {
 async fn idem_call(idem: &Idempotency, scope: &str, key: u64) {
     let out: Result<u64, Error> = idem.call(scope, &key).run(|| async move { Ok(key) }).await;
     out.unwrap();
+}
+
+/// Runs `subjects` as `name`, noting the server time per statement where
+/// the server keeps it.
+async fn scenario(report: &mut Report, pool: &PgPool, name: &str, subjects: Vec<(&str, Runner)>) {
+    if !report.wants(name) {
+        return;
+    }
+    let timed = server_time::reset(pool).await;
+    report.scenario(name, subjects).await;
+    if timed {
+        let label = format!("{name} ({})", report.runtime());
+        report.note(server_time::note(pool, &label).await);
+    }
 }
 
 type Dedicated = crate::dedicated::Dedicated<PgConnection>;
@@ -73,7 +95,7 @@ struct Statements {
 /// What a baseline's call sends.
 #[derive(Clone, Copy)]
 enum Kind {
-    /// `INSERT … ON CONFLICT DO NOTHING`, then `UPDATE`.
+    /// The fenced upsert, then the `UPDATE` fenced by the token.
     Two,
     /// `SELECT` by key.
     Select,
@@ -232,12 +254,14 @@ pub(crate) async fn run(report: &mut Report) {
     }
     let sql = Arc::new(Statements {
         insert: format!(
-            "INSERT INTO {table} (key, token, fingerprint, expires_at) VALUES ($1, $2, $3, now() + interval '30 seconds') ON CONFLICT DO NOTHING"
+            "INSERT INTO {table} AS r (key, token, fingerprint, expires_at) VALUES ($1, $2, $3, now() + interval '30 seconds') \
+             ON CONFLICT (key) DO UPDATE SET token = EXCLUDED.token, fingerprint = EXCLUDED.fingerprint, record = NULL, \
+             expires_at = EXCLUDED.expires_at WHERE r.expires_at < now()"
         ),
         update: format!(
             "UPDATE {table} SET record = $2, expires_at = now() + interval '1 day' WHERE key = $1 AND token = $3"
         ),
-        select: format!("SELECT record FROM {table} WHERE key = $1"),
+        select: format!("SELECT record FROM {table} WHERE key = $1 AND expires_at > now()"),
         idem: hand::Hand::read(&options, &schema, &format!("idem_bench_text_{run_id}")).await,
     });
     let idems: Vec<Idempotency> = stores.iter().cloned().map(Idempotency::new).collect();
@@ -256,10 +280,11 @@ pub(crate) async fn run(report: &mut Report) {
     // their ratio by ±10% from run to run.
     for (concurrency, calls) in [(1usize, 300u64), (32, 9_600)] {
         let name = format!("postgres fresh key, concurrency {concurrency}");
-        report
-            .scenario(
-                &name,
-                vec![
+        scenario(
+            report,
+            &pool,
+            &name,
+            vec![
                     (
                         "idem PostgresStore",
                         idem_runner_over(idems.clone(), scope.clone(), concurrency, calls, |i| i),
@@ -269,11 +294,11 @@ pub(crate) async fn run(report: &mut Report) {
                         raw_runner(&dedicated, &sql, concurrency, calls, Kind::Hand, false),
                     ),
                     (
-                        "raw INSERT ON CONFLICT + UPDATE, dedicated connections",
+                        "fenced minimum (upsert WHERE expired + UPDATE WHERE token), dedicated connections",
                         raw_runner(&dedicated, &sql, concurrency, calls, Kind::Two, false),
                     ),
                     (
-                        "raw INSERT ON CONFLICT + UPDATE, sqlx pool",
+                        "fenced minimum, sqlx pool",
                         raw_runner(&pooled_raw, &sql, concurrency, calls, Kind::Two, false),
                     ),
                     (
@@ -281,12 +306,13 @@ pub(crate) async fn run(report: &mut Report) {
                         idem_runner(pooled.clone(), scope.clone(), concurrency, calls, |i| i),
                     ),
                 ],
-            )
-            .await;
+        )
+        .await;
     }
 
     let replays = [(1usize, 2_000u64), (32, 60_000)];
-    let replay_name = |concurrency| format!("postgres replay, concurrency {concurrency}");
+    let replay_name =
+        |concurrency| format!("postgres replay (hot keys), concurrency {concurrency}");
     if replays.iter().any(|(c, _)| report.wants(&replay_name(*c))) {
         for k in 0..HOT {
             idem_call(&idem, &scope, u64::MAX - k).await;
@@ -296,33 +322,52 @@ pub(crate) async fn run(report: &mut Report) {
     }
     for (concurrency, calls) in replays {
         let hot = |i| u64::MAX - i % HOT;
-        report
-            .scenario(
-                &replay_name(concurrency),
-                vec![
-                    (
-                        "idem PostgresStore",
-                        idem_runner_over(idems.clone(), scope.clone(), concurrency, calls, hot),
-                    ),
-                    (
-                        "idem's statements by hand, dedicated connections",
-                        raw_runner(&dedicated, &sql, concurrency, calls, Kind::Hand, true),
-                    ),
-                    (
-                        "raw SELECT by key, dedicated connections",
-                        raw_runner(&dedicated, &sql, concurrency, calls, Kind::Select, true),
-                    ),
-                    (
-                        "raw SELECT by key, sqlx pool",
-                        raw_runner(&pooled_raw, &sql, concurrency, calls, Kind::Select, true),
-                    ),
-                    (
-                        "idem PostgresStore + local cache",
-                        idem_runner(cached.clone(), scope.clone(), concurrency, calls, hot),
-                    ),
-                ],
-            )
-            .await;
+        scenario(
+            report,
+            &pool,
+            &replay_name(concurrency),
+            vec![
+                (
+                    "idem PostgresStore",
+                    idem_runner_over(idems.clone(), scope.clone(), concurrency, calls, hot),
+                ),
+                (
+                    "idem's statements by hand, dedicated connections",
+                    raw_runner(&dedicated, &sql, concurrency, calls, Kind::Hand, true),
+                ),
+                (
+                    "raw SELECT by key, dedicated connections",
+                    raw_runner(&dedicated, &sql, concurrency, calls, Kind::Select, true),
+                ),
+                (
+                    "raw SELECT by key, sqlx pool",
+                    raw_runner(&pooled_raw, &sql, concurrency, calls, Kind::Select, true),
+                ),
+                (
+                    "idem PostgresStore + local cache",
+                    idem_runner(cached.clone(), scope.clone(), concurrency, calls, hot),
+                ),
+            ],
+        )
+        .await;
+    }
+
+    // Each key's first call goes to a store of its own, so the stores
+    // that replay it never saw it completed.
+    let first = Idempotency::new(
+        PostgresStore::builder()
+            .schema(&schema)
+            .max_connections((CONNECTIONS / SPREAD) as u32)
+            .connect(&url)
+            .await
+            .unwrap(),
+    );
+    for (concurrency, calls) in [(1usize, 320u64), (32, 9_600)] {
+        let name = format!("postgres replay (spread keys), concurrency {concurrency}");
+        let subjects =
+            spread::subjects(&first, &idems, &scope, &dedicated, &sql, concurrency, calls);
+        // No server time: the round's first calls would be in it.
+        report.scenario(&name, subjects).await;
     }
 
     if report.wants("postgres bytes per record") {

@@ -84,6 +84,8 @@ mod model;
 mod mysql;
 #[cfg(feature = "mysql")]
 mod mysql_tx;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod older_replicas;
 mod operations;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -93,7 +93,8 @@ impl Raw {
             .bind(&token[..])
             .bind(&[9u8; 32][..])
             .bind(LEASE_US)
-            .bind(SITE);
+            .bind(SITE)
+            .bind(false);
         let row = self.fetch_one(i, claim).await;
         let outcome: i32 = row.get(0);
         if outcome == COMPLETED {

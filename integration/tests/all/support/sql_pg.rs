@@ -26,7 +26,7 @@ impl SqlServer for Pg {
     type Db = Postgres;
     const NAME: &'static str = "PostgresStore";
     const SITE: &'static str = "postgres-test";
-    const MIGRATIONS: i32 = 3;
+    const MIGRATIONS: i32 = 4;
 
     async fn url() -> String {
         pg_server::url().await
