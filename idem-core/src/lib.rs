@@ -22,6 +22,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod backoff;
 mod cache;
 mod call;
 mod context;

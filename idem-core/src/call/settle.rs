@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::guard::ClaimGuard;
 use super::{Call, Failed, Ran, Reported};
+use crate::backoff::Backoff;
 use crate::cache::LocalCache;
 use crate::observe::{Op, Outcome as Observed};
 use crate::record::{self, Kind};
@@ -143,14 +144,12 @@ async fn complete<S: Store + ?Sized>(
     let sent = Instant::now();
     let mut answer = store.complete(key, token, record, kept).await;
     site.store_op(Op::Complete, sent);
-    let mut pause = FIRST_PAUSE;
+    let mut backoff = Backoff::new(FIRST_PAUSE, LAST_PAUSE, until);
     while let Err(err) = &answer
         && err.kind().is_transient()
-        && Instant::now() + pause < until
+        && backoff.wait().await
     {
         tracing::debug!(key = %key.short(), error = %err, "idem: completion failed; sending it again");
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(LAST_PAUSE);
         let sent = Instant::now();
         let again = store.complete_again(key, token, record, kept).await;
         site.store_op(Op::Complete, sent);

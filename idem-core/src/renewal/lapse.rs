@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::backoff::Backoff;
 use crate::{Fence, RecordKey, Store, Token};
 
 /// A claim whose answer never came (a timeout, a dropped connection) may
@@ -24,17 +25,16 @@ pub(crate) fn lapse_if_applied(
 ) {
     let store = Arc::clone(store);
     tokio::spawn(async move {
-        let started = tokio::time::Instant::now();
-        let mut wait = Duration::from_millis(250);
-        while started.elapsed() + wait < lease {
-            tokio::time::sleep(wait).await;
+        let until = tokio::time::Instant::now() + lease;
+        let mut backoff = Backoff::new(Duration::from_millis(250), Duration::MAX, until);
+        while backoff.wait().await {
             match store.renew(&key, token, Duration::ZERO).await {
                 Ok(Fence::Held) => {
                     tracing::info!(key = %key.short(), "idem: a claim that had timed out was applied after all; it lapses for the next call");
                     return;
                 }
                 Ok(_) => return,
-                Err(_) => wait *= 2,
+                Err(_) => {}
             }
         }
     });
