@@ -17,8 +17,15 @@ use idem_contract::StoreError;
 use sqlx::{ConnectOptions, Connection};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
+/// What a new connection runs before its first statement: the session
+/// settings a store needs (MySQL's limits, which its connect options
+/// cannot carry).
+pub(crate) type Init<C> =
+    Box<dyn for<'c> Fn(&'c mut C) -> crate::sql::send::Sent<'c, ()> + Send + Sync>;
+
 pub(crate) struct Conns<C: Connection> {
     options: C::Options,
+    init: Option<Init<C>>,
     idle: Mutex<Vec<C>>,
     permits: Semaphore,
     acquire_timeout: Duration,
@@ -46,12 +53,19 @@ impl<C: Connection> Conns<C> {
     ) -> Self {
         Conns {
             options,
+            init: None,
             idle: Mutex::new(Vec::new()),
             permits: Semaphore::new(max.max(1) as usize),
             acquire_timeout,
             backend,
             server,
         }
+    }
+
+    /// Every new connection runs `init` first.
+    pub(crate) fn init(mut self, init: Option<Init<C>>) -> Self {
+        self.init = init;
+        self
     }
 
     pub(crate) async fn acquire(&self) -> Result<Leased<'_, C>, StoreError> {
@@ -89,9 +103,16 @@ impl<C: Connection> Conns<C> {
         Ok(permit)
     }
 
-    /// A new connection, within the acquire timeout.
+    /// A new connection, set up by `init`, within the acquire timeout.
     pub(crate) async fn connect(&self) -> Result<C, StoreError> {
-        match tokio::time::timeout(self.acquire_timeout, self.options.connect()).await {
+        let connected = async {
+            let mut conn = self.options.connect().await?;
+            if let Some(init) = &self.init {
+                init(&mut conn).await?;
+            }
+            Ok::<C, sqlx::Error>(conn)
+        };
+        match tokio::time::timeout(self.acquire_timeout, connected).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(err)) => Err(StoreError::new(self.backend, err)),
             Err(_) => Err(StoreError::new(

@@ -110,7 +110,11 @@ impl MySqlStoreBuilder {
         options: MySqlConnectOptions,
     ) -> Result<MySqlStore, StoreError> {
         let sql = Sql::new(self.database.as_deref(), &self.table)?;
-        let inner = self.settings.connect_with(sql, options).await?;
+        let limits = super::conns::limits(self.settings.response_timeout);
+        let inner = self
+            .settings
+            .connect_with(sql, options, Some(limits))
+            .await?;
         Ok(MySqlStore { inner })
     }
 

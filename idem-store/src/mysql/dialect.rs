@@ -24,6 +24,9 @@ impl Dialect for Sql {
     type Found = Option<MySqlRow>;
 
     const NAMES: (&'static str, &'static str) = conns::NAMES;
+    const BEGIN_FOR_HANDLER: &'static str = conns::BEGIN_FOR_HANDLER;
+    const COMMIT_FOR_HANDLER: &'static str = conns::COMMIT_FOR_HANDLER;
+    const ROLLBACK_FOR_HANDLER: &'static str = conns::ROLLBACK_FOR_HANDLER;
 
     fn lost_connection(err: &sqlx::Error) -> bool {
         conns::lost_connection(err)

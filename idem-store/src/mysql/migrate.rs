@@ -38,6 +38,11 @@ const LOCK_WAIT_SECS: i32 = 60;
 /// Applies the migrations `conn`'s database lacks, under a named lock
 /// (`GET_LOCK`), so concurrent runs take turns.
 pub(super) async fn run(sql: &Sql, conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
+    // Waits for the lock, and DDL on a large table, may outlast the
+    // store's limits on statements.
+    sqlx::raw_sql(super::conns::FOR_MIGRATION)
+        .execute(&mut *conn)
+        .await?;
     // Lock names are at most 64 characters: the table's is hashed.
     let locked: Option<i64> =
         sqlx::query_scalar("SELECT GET_LOCK(CONCAT('idem migrate ', SHA1(?)), ?)")

@@ -117,7 +117,7 @@ impl PostgresStoreBuilder {
         // behind a lock) must not run on and pile up beside the next.
         let limit = format!("{}ms", self.settings.response_timeout.as_millis().max(1));
         let options = options.options([("statement_timeout", limit)]);
-        let inner = self.settings.connect_with(sql, options).await?;
+        let inner = self.settings.connect_with(sql, options, None).await?;
         Ok(PostgresStore { inner })
     }
 

@@ -36,6 +36,10 @@ pub(crate) trait Dialect: Send + Sync + Sized + 'static {
     /// connections: free of the store's own statement limit, since the
     /// handler's statements are the caller's to bound.
     const BEGIN_FOR_HANDLER: &'static str = "BEGIN";
+    /// What ends it, on the store's own connections: the store's limits
+    /// in force again before the connection goes back.
+    const COMMIT_FOR_HANDLER: &'static str = "COMMIT";
+    const ROLLBACK_FOR_HANDLER: &'static str = "ROLLBACK";
 
     /// Whether `err` says the connection itself is gone (rather than the
     /// statement failing), so that sending the step again on a new

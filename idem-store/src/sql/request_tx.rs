@@ -97,7 +97,10 @@ impl<S: Dialect> OpenTx<S> {
             (Held::Pooled(tx), true) => tx.commit().await.map_err(err),
             (Held::Pooled(tx), false) => tx.rollback().await.map_err(err),
             (Held::Own(mut conn), commit) => {
-                let end = if commit { "COMMIT" } else { "ROLLBACK" };
+                let end = match commit {
+                    true => S::COMMIT_FOR_HANDLER,
+                    false => S::ROLLBACK_FOR_HANDLER,
+                };
                 S::send_raw(&mut conn, end).await.map_err(err)?;
                 // Ended on a live connection: in a known state again.
                 if let Source::Own(conns) = &self.core.conns {

@@ -43,10 +43,12 @@ macro_rules! settings_setters {
             /// [`DEFAULT_RESPONSE_TIMEOUT`](super::DEFAULT_RESPONSE_TIMEOUT) (5 s).
             /// The connection is closed after a timeout; whether the operation took
             /// effect is unknown (a claim then ends with its lease; a completion
-            /// that did land is replayed). On PostgreSQL it is also the store's own
-            /// connections' `statement_timeout` (not a `from_pool` pool's, nor a
-            /// handler's transaction's), so the server gives a statement up too
-            /// instead of running it on beside the next.
+            /// that did land is replayed). The server gives a statement up too, on
+            /// the store's own connections (not a `from_pool` pool's, nor in a
+            /// handler's transaction), instead of running it on beside the next:
+            /// it is PostgreSQL's `statement_timeout`, MariaDB's
+            /// `max_statement_time`, and (the next whole second above it) MySQL's
+            /// and MariaDB's `innodb_lock_wait_timeout`.
             ///
             /// ```no_run
             /// # async fn f() -> Result<(), idem::StoreError> {

@@ -12,7 +12,7 @@ use super::dialect::Dialect;
 use super::send::Source;
 use super::store::Core;
 use crate::completed::Completed;
-use crate::conns::Conns;
+use crate::conns::{Conns, Init};
 
 /// Connections `connect` opens at most, unless set.
 pub(crate) const DEFAULT_MAX_CONNECTIONS: u32 = 10;
@@ -45,18 +45,21 @@ impl Default for Settings {
 
 impl Settings {
     /// A store of `sql`'s table on connections of its own to `options`,
-    /// opening one at once so that a wrong URL fails here.
+    /// each set up by `init` if any, opening one at once so that a wrong
+    /// URL fails here.
     pub(crate) async fn connect_with<S: Dialect>(
         self,
         sql: S,
         options: <S::Conn as sqlx::Connection>::Options,
+        init: Option<Init<S::Conn>>,
     ) -> Result<Arc<Core<S>>, StoreError> {
         let conns = Conns::new(
             options,
             self.max_connections,
             self.acquire_timeout,
             S::NAMES,
-        );
+        )
+        .init(init);
         conns.acquire().await?.keep();
         Ok(self.build(sql, Source::Own(Box::new(conns))))
     }

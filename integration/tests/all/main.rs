@@ -83,6 +83,8 @@ mod model;
 #[cfg(feature = "mysql")]
 mod mysql;
 #[cfg(feature = "mysql")]
+mod mysql_limits;
+#[cfg(feature = "mysql")]
 mod mysql_tx;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod older_replicas;

@@ -47,12 +47,29 @@ fn random() -> u64 {
     Token::random().to_u128() as u64
 }
 
-#[derive(Default)]
+/// Keys the ledger has room for: more than an hour of the fastest store.
+const MOST_KEYS: usize = 64 << 20;
+
 struct Traffic {
-    effects: Mutex<HashMap<u64, u32>>,
+    /// Effects per key, one byte each, allocated zeroed up front so that
+    /// the ledger never moves or resizes: its pages are the kernel's zero
+    /// page until a key is written, so it adds a byte per key to the RSS
+    /// and nothing more.
+    effects: Mutex<Vec<u8>>,
     next: AtomicU64,
     done: AtomicU64,
     errors: Mutex<HashMap<String, u64>>,
+}
+
+impl Default for Traffic {
+    fn default() -> Self {
+        Traffic {
+            effects: Mutex::new(vec![0; MOST_KEYS]),
+            next: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            errors: Mutex::default(),
+        }
+    }
 }
 
 impl Traffic {
@@ -61,7 +78,11 @@ impl Traffic {
         idem.call("soak", &key)
             .lease(LEASE)
             .run(|| async move {
-                *self.effects.lock().unwrap().entry(key).or_default() += 1;
+                {
+                    let mut effects = self.effects.lock().unwrap();
+                    let effect = &mut effects[key as usize];
+                    *effect = effect.saturating_add(1);
+                }
                 tokio::time::sleep(Duration::from_millis(random() % 20)).await;
                 Ok::<_, Error>(key)
             })
@@ -72,7 +93,8 @@ impl Traffic {
         while !stop.load(Ordering::Relaxed) {
             let next = self.next.load(Ordering::Relaxed);
             let key = match random() % 6 {
-                0..3 => self.next.fetch_add(1, Ordering::Relaxed),
+                0..3 if next < MOST_KEYS as u64 => self.next.fetch_add(1, Ordering::Relaxed),
+                0..3 => next - 1,
                 3 | 4 if next > 0 => random() % next,
                 _ => next.saturating_sub(1 + random() % 64),
             };
@@ -96,12 +118,10 @@ impl Traffic {
 }
 
 impl Traffic {
-    /// The test's own ledger of effects in KiB (a hash table's buckets:
-    /// key, count and a control byte each), which grows with the keys and
-    /// is part of the process's RSS.
+    /// The test's own ledger of effects in KiB as far as it is written (a
+    /// byte per key, whole pages), which is part of the process's RSS.
     fn ledger_kib(&self) -> u64 {
-        let buckets = self.effects.lock().unwrap().capacity() as u64;
-        buckets * (size_of::<(u64, u32)>() as u64 + 1) / 1024
+        self.next.load(Ordering::Relaxed).div_ceil(4096) * 4
     }
 }
 
@@ -170,9 +190,12 @@ async fn soak(name: &str, idem: Idempotency, admin: Arc<dyn Admin>, faults: Vec<
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    let effects = traffic.effects.lock().unwrap().clone();
-    let duplicated: Vec<_> = effects.iter().filter(|(_, n)| **n > 1).collect();
-    let lost = (0..keys).filter(|k| !effects.contains_key(k)).count();
+    let (duplicated, lost) = {
+        let ledger = traffic.effects.lock().unwrap();
+        let effects = &ledger[..keys as usize];
+        let duplicated: Vec<_> = (0..keys).filter(|&k| effects[k as usize] > 1).collect();
+        (duplicated, effects.iter().filter(|&&n| n == 0).count())
+    };
     // A scan of every key: on a loaded machine one attempt may outlive the
     // store's response timeout.
     let mut stats = admin.stats().await;
