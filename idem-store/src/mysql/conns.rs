@@ -32,7 +32,7 @@ macro_rules! lifted {
     };
 }
 
-/// Sets the limits [`limits`] stored in the session's user variables.
+/// Sets the limits `limits` stored in the session's user variables.
 macro_rules! restored {
     () => {
         "SET SESSION innodb_lock_wait_timeout = @idem_lock_wait \

@@ -151,11 +151,24 @@ async fn fill(idem: &Idempotency, size: u64) {
     .await;
 }
 
+/// Calls per figure at c1 and c32: `IDEM_BENCH_SCALE_CALLS` ("1000,5000").
+/// Their sum is at most nine tenths of the smallest size, so that each
+/// replay on another replica finds a key new to it.
+fn calls() -> (u64, u64) {
+    let calls = env_url("IDEM_BENCH_SCALE_CALLS", "1000,5000");
+    let mut calls = calls.split(',').map(|n| n.trim().parse().ok());
+    match (calls.next().flatten(), calls.next().flatten()) {
+        (Some(c1), Some(c32)) => (c1, c32),
+        _ => panic!("IDEM_BENCH_SCALE_CALLS: two counts, comma-separated"),
+    }
+}
+
 /// One round's six figures on `t`, `replica` being new to it.
 async fn round<R, B>(t: &Table<R, B>, replica: &Idempotency, round: u64) -> [Fig; 6] {
     let size = t.size;
     let mut figs = [(0.0, Duration::ZERO, Duration::ZERO); 6];
-    for (n, (c, total)) in [(1usize, 1_000u64), (32, 5_000)].into_iter().enumerate() {
+    let (c1, c32) = calls();
+    for (n, (c, total)) in [(1usize, c1), (32, c32)].into_iter().enumerate() {
         let fresh = t.idem.clone();
         let from = 1 << 40 | round << 24 | (n as u64) << 20;
         figs[n] = measure(c, total, from, move |i| {
@@ -164,13 +177,13 @@ async fn round<R, B>(t: &Table<R, B>, replica: &Idempotency, round: u64) -> [Fig
         })
         .await;
         let replay = t.idem.clone();
-        figs[2 + n] = measure(c, total, round * 6_000, move |i| {
+        figs[2 + n] = measure(c, total, round * (c1 + c32), move |i| {
             let idem = replay.clone();
             async move { call(&idem, "fill", fill_key(i, size), DAY).await }
         })
         .await;
         let elsewhere = replica.clone();
-        figs[4 + n] = measure(c, total, n as u64 * 1_000, move |i| {
+        figs[4 + n] = measure(c, total, n as u64 * c1, move |i| {
             let idem = elsewhere.clone();
             async move { call(&idem, "fill", spread_key(i, size), DAY).await }
         })
@@ -211,7 +224,9 @@ where
     }
     let mut out = Vec::new();
     for (t, rounds) in tables.iter().zip(figs) {
-        let bytes = (t.bytes)().await / (t.size + rounds.len() as u64 * 12_320) as f64;
+        let (c1, c32) = calls();
+        let written = rounds.len() as u64 * (c1 + c32 + 320);
+        let bytes = (t.bytes)().await / (t.size + written) as f64;
         tokio::time::sleep(Duration::from_millis(1_100)).await;
         let started = Instant::now();
         let purged = t.admin.purge_with(&Purge::default()).await.expect("purge");
@@ -294,6 +309,12 @@ async fn run(filter: Option<String>) {
                 .expect("IDEM_BENCH_SCALE_SIZES: sizes, comma-separated")
         })
         .collect();
+    let (c1, c32) = calls();
+    let smallest = sizes.iter().min().copied().unwrap_or(0);
+    assert!(
+        c1 + c32 <= smallest / 10 * 9,
+        "IDEM_BENCH_SCALE_CALLS: at most nine tenths of the smallest size in all"
+    );
     let wants = |s: &str| filter.as_deref().is_none_or(|f| s.contains(f));
     println!(
         "| store | records | fresh c1 calls/s (p50 / p99 ms) | fresh c32 | replay c1 | replay c32 | replay c1, another replica | replay c32, another replica | bytes/record | purge of the expired tenth |"
