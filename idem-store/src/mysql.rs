@@ -57,7 +57,7 @@ pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 /// Each store operation (claim, complete, release, renew, save a step) is **one
 /// statement**, sent in one round trip; a replayed duplicate is one
 /// statement (a `SELECT` of the completed row where this store saw the key
-/// completed, else the claim). The claim is a stored procedure (`<table>_claim_v4`, made by
+/// completed, else the claim). The claim is a stored procedure (`<table>_claim_v5`, made by
 /// [`migrate`](MySqlStore::migrate)) answering one result set: a plain
 /// read first, so a replay costs an index lookup; where it finds no row,
 /// one plain `INSERT` (a transaction of its own) claims the key;

@@ -258,8 +258,8 @@
 //!   a fresh call is 2 turns, a replay 1 (a `SELECT` of the completed row
 //!   where the store saw the key completed, as on PostgreSQL, else the
 //!   procedure).
-//! - **The claim is a stored procedure** (`<table>_claim_v4`; replicas of
-//!   earlier releases call `<table>_claim`, which stays) returning one
+//! - **The claim is a stored procedure** (`<table>_claim_v5`; replicas of
+//!   earlier releases call `<table>_claim` and `<table>_claim_v4`, which stay) returning one
 //!   result set: a plain read (a replay costs an index lookup), where it
 //!   finds no row one plain `INSERT` (a fresh key), else, in a
 //!   transaction of its own, `INSERT … ON DUPLICATE KEY UPDATE` that inserts

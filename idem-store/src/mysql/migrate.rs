@@ -4,7 +4,8 @@
 //! Each migration is a SQL file under `migrations/`, numbered in the order
 //! it runs, its statements separated by lines holding only `//`. `{t}` is
 //! the quoted records table, `{steps}` the steps table, `{claim}` the claim
-//! procedure (`{claim_v4}` the one with the fast path for a fresh key),
+//! procedure (`{claim_v4}` the one with the fast path for a fresh key,
+//! `{claim_v5}` the one whose answer to a claim not won reads no steps),
 //! `{index}` and `{steps_index}` the bare names of their expiry
 //! indexes. MySQL commits each DDL statement on its own, so a migration is
 //! not one transaction: every statement is written to be run again
@@ -21,12 +22,14 @@ use super::statements::Sql;
 /// tombstone's end), the steps and the claim procedure; 2: a lapsed claim
 /// is taken over only by a call of its payload; 3: a claim that reruns
 /// (`Claim::rerun`) replaces a completed record of another payload; 4: the
-/// claim's fast path for a key no row holds.
+/// claim's fast path for a key no row holds; 5: a claim that is not won
+/// answers without reading the steps.
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_records.sql"),
     include_str!("migrations/0002_lapsed_claims.sql"),
     include_str!("migrations/0003_rerun.sql"),
     include_str!("migrations/0004_claim_fast_path.sql"),
+    include_str!("migrations/0005_claim_answers.sql"),
 ];
 
 /// This release's schema version.
@@ -107,6 +110,7 @@ async fn apply(sql: &Sql, conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
 /// Migration `step` with this table's names filled in.
 fn render(sql: &Sql, step: &str) -> String {
     step.replace("{t}", &sql.table)
+        .replace("{claim_v5}", &sql.procedure_v5)
         .replace("{claim_v4}", &sql.procedure_v4)
         .replace("{claim}", &sql.procedure)
         .replace("{index}", &sql.index)

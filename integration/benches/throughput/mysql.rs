@@ -292,7 +292,7 @@ pub(crate) async fn run(report: &mut Report) {
             .execute(&pool)
             .await;
     }
-    for suffix in ["_claim", "_claim_v4"] {
+    for suffix in ["_claim", "_claim_v4", "_claim_v5"] {
         let _ = sqlx::raw_sql(&format!("DROP PROCEDURE IF EXISTS `{idem_table}{suffix}`"))
             .execute(&pool)
             .await;

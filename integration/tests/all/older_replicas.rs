@@ -1,8 +1,9 @@
-//! A rolling deploy across migration 0004 (the claim's fast path): the
-//! replicas of the release before keep claiming with the statements they
-//! know (PostgreSQL's `<table>_claim` and `<table>_steps_of`, MySQL's
-//! `<table>_claim` procedure) on a table migrated to 0004, and both
-//! releases see each other's claims and steps.
+//! A rolling deploy across the migrations that give the claim a new name
+//! (0004 on both SQL stores, MySQL's 0005): the replicas of the releases
+//! before keep claiming with the statements they know (PostgreSQL's
+//! `<table>_claim` and `<table>_steps_of`, MySQL's `<table>_claim` and
+//! `<table>_claim_v4` procedures) on a table migrated to this release,
+//! and both releases see each other's claims and steps.
 
 use std::time::Duration;
 
@@ -81,36 +82,38 @@ async fn a_postgres_replica_of_the_release_before_still_claims() {
 
 #[cfg(feature = "mysql")]
 #[tokio::test]
-async fn a_mysql_replica_of_the_release_before_still_claims() {
+async fn mysql_replicas_of_the_releases_before_still_claim() {
     use crate::support::mysql_server;
     use sqlx::{Connection, Row};
 
-    let (url, table) = (
-        mysql_server::url().await,
-        mysql_server::unique_table("older"),
-    );
-    let store = idem::MySqlStore::builder()
-        .table(&table)
-        .connect(&url)
-        .await
-        .unwrap();
-    store.migrate().await.unwrap();
-    let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
-    let statement = format!("CALL `{table}_claim`(?, ?, ?, ?, ?, ?, ?)");
-    let old = async |key: &RecordKey, token: Token| {
-        let rows = sqlx::query(&statement)
-            .bind(&key.as_bytes()[..])
-            .bind(&token.to_bytes()[..])
-            .bind(&[0u8; 32][..])
-            .bind(30_000_000i64)
-            .bind("older")
-            .bind(true)
-            .bind(false)
-            .fetch_all(&mut conn)
+    for procedure in ["claim", "claim_v4"] {
+        let (url, table) = (
+            mysql_server::url().await,
+            mysql_server::unique_table("older"),
+        );
+        let store = idem::MySqlStore::builder()
+            .table(&table)
+            .connect(&url)
             .await
             .unwrap();
-        let code: i32 = rows[0].try_get::<Option<i32>, _>(0).unwrap().unwrap();
-        (code, rows.len() - 1)
-    };
-    both_releases_claim(&store, old).await;
+        store.migrate().await.unwrap();
+        let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
+        let statement = format!("CALL `{table}_{procedure}`(?, ?, ?, ?, ?, ?, ?)");
+        let old = async |key: &RecordKey, token: Token| {
+            let rows = sqlx::query(&statement)
+                .bind(&key.as_bytes()[..])
+                .bind(&token.to_bytes()[..])
+                .bind(&[0u8; 32][..])
+                .bind(30_000_000i64)
+                .bind("older")
+                .bind(true)
+                .bind(false)
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+            let code: i32 = rows[0].try_get::<Option<i32>, _>(0).unwrap().unwrap();
+            (code, rows.len() - 1)
+        };
+        both_releases_claim(&store, old).await;
+    }
 }
