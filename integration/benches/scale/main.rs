@@ -11,7 +11,9 @@
 //! (new keys) and replays of random keys of the fill, twice: on the store
 //! that wrote them (past its table of keys it saw completed, 16,384, a
 //! replay is a full claim) and on another replica (a store connected
-//! afresh, which saw none of them; each key replayed once). Bytes per record: SQLite the file's pages, PostgreSQL
+//! afresh, which saw none of them; each key replayed once), the three
+//! kinds in an order rotated each round. Bytes per record: SQLite the
+//! file's pages, PostgreSQL
 //! `pg_total_relation_size` (indexes and TOAST included), MariaDB
 //! `data_length + index_length` after `ANALYZE`, Redis `MEMORY USAGE` of
 //! the prefix's keys (sampled), each over the records. Last, the ratio of
@@ -163,31 +165,45 @@ fn calls() -> (u64, u64) {
     }
 }
 
-/// One round's six figures on `t`, `replica` being new to it.
+/// One round's six figures on `t`, `replica` being new to it. At each
+/// concurrency, fresh calls, replays on `t` and replays on `replica` run
+/// in an order rotated by `round`: whichever runs first meets the server
+/// as the one before left it (a fresh call's writes still being flushed),
+/// so no kind always follows another.
 async fn round<R, B>(t: &Table<R, B>, replica: &Idempotency, round: u64) -> [Fig; 6] {
     let size = t.size;
     let mut figs = [(0.0, Duration::ZERO, Duration::ZERO); 6];
     let (c1, c32) = calls();
     for (n, (c, total)) in [(1usize, c1), (32, c32)].into_iter().enumerate() {
-        let fresh = t.idem.clone();
-        let from = 1 << 40 | round << 24 | (n as u64) << 20;
-        figs[n] = measure(c, total, from, move |i| {
-            let idem = fresh.clone();
-            async move { call(&idem, "fresh", i, DAY).await }
-        })
-        .await;
-        let replay = t.idem.clone();
-        figs[2 + n] = measure(c, total, round * (c1 + c32), move |i| {
-            let idem = replay.clone();
-            async move { call(&idem, "fill", fill_key(i, size), DAY).await }
-        })
-        .await;
-        let elsewhere = replica.clone();
-        figs[4 + n] = measure(c, total, n as u64 * c1, move |i| {
-            let idem = elsewhere.clone();
-            async move { call(&idem, "fill", spread_key(i, size), DAY).await }
-        })
-        .await;
+        for kind in (0..3).map(|k| (k + round as usize) % 3) {
+            figs[2 * kind + n] = match kind {
+                0 => {
+                    let fresh = t.idem.clone();
+                    let from = 1 << 40 | round << 24 | (n as u64) << 20;
+                    measure(c, total, from, move |i| {
+                        let idem = fresh.clone();
+                        async move { call(&idem, "fresh", i, DAY).await }
+                    })
+                    .await
+                }
+                1 => {
+                    let replay = t.idem.clone();
+                    measure(c, total, round * (c1 + c32), move |i| {
+                        let idem = replay.clone();
+                        async move { call(&idem, "fill", fill_key(i, size), DAY).await }
+                    })
+                    .await
+                }
+                _ => {
+                    let elsewhere = replica.clone();
+                    measure(c, total, n as u64 * c1, move |i| {
+                        let idem = elsewhere.clone();
+                        async move { call(&idem, "fill", spread_key(i, size), DAY).await }
+                    })
+                    .await
+                }
+            };
+        }
     }
     figs
 }
