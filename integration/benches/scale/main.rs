@@ -25,8 +25,8 @@
 mod redis_keys;
 mod stores;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use idem::admin::{Admin, Purge};
@@ -153,17 +153,17 @@ async fn fill(idem: &Idempotency, size: u64) {
     .await;
 }
 
-/// Calls per figure at c1 and c32: `IDEM_BENCH_SCALE_CALLS` ("1000,5000").
-/// Their sum is at most nine tenths of the smallest size, so that each
-/// replay on another replica finds a key new to it.
-fn calls() -> (u64, u64) {
+/// Calls per figure at c1 and c32: `IDEM_BENCH_SCALE_CALLS` ("1000,5000"),
+/// read once. Their sum is at most nine tenths of the smallest size, so
+/// that each replay on another replica finds a key new to it.
+static CALLS: LazyLock<(u64, u64)> = LazyLock::new(|| {
     let calls = env_url("IDEM_BENCH_SCALE_CALLS", "1000,5000");
     let mut calls = calls.split(',').map(|n| n.trim().parse().ok());
     match (calls.next().flatten(), calls.next().flatten()) {
         (Some(c1), Some(c32)) => (c1, c32),
         _ => panic!("IDEM_BENCH_SCALE_CALLS: two counts, comma-separated"),
     }
-}
+});
 
 /// One round's six figures on `t`, `replica` being new to it. At each
 /// concurrency, fresh calls, replays on `t` and replays on `replica` run
@@ -173,36 +173,26 @@ fn calls() -> (u64, u64) {
 async fn round<R, B>(t: &Table<R, B>, replica: &Idempotency, round: u64) -> [Fig; 6] {
     let size = t.size;
     let mut figs = [(0.0, Duration::ZERO, Duration::ZERO); 6];
-    let (c1, c32) = calls();
+    let (c1, c32) = *CALLS;
     for (n, (c, total)) in [(1usize, c1), (32, c32)].into_iter().enumerate() {
         for kind in (0..3).map(|k| (k + round as usize) % 3) {
-            figs[2 * kind + n] = match kind {
-                0 => {
-                    let fresh = t.idem.clone();
-                    let from = 1 << 40 | round << 24 | (n as u64) << 20;
-                    measure(c, total, from, move |i| {
-                        let idem = fresh.clone();
-                        async move { call(&idem, "fresh", i, DAY).await }
-                    })
-                    .await
-                }
-                1 => {
-                    let replay = t.idem.clone();
-                    measure(c, total, round * (c1 + c32), move |i| {
-                        let idem = replay.clone();
-                        async move { call(&idem, "fill", fill_key(i, size), DAY).await }
-                    })
-                    .await
-                }
-                _ => {
-                    let elsewhere = replica.clone();
-                    measure(c, total, n as u64 * c1, move |i| {
-                        let idem = elsewhere.clone();
-                        async move { call(&idem, "fill", spread_key(i, size), DAY).await }
-                    })
-                    .await
-                }
+            // Who calls, under which scope, from which index, on which key.
+            let (idem, scope, from, key): (_, _, _, fn(u64, u64) -> u64) = match kind {
+                0 => (
+                    &t.idem,
+                    "fresh",
+                    1 << 40 | round << 24 | (n as u64) << 20,
+                    |i, _| i,
+                ),
+                1 => (&t.idem, "fill", round * (c1 + c32), fill_key),
+                _ => (replica, "fill", n as u64 * c1, spread_key),
             };
+            let idem = idem.clone();
+            figs[2 * kind + n] = measure(c, total, from, move |i| {
+                let idem = idem.clone();
+                async move { call(&idem, scope, key(i, size), DAY).await }
+            })
+            .await;
         }
     }
     figs
@@ -240,7 +230,7 @@ where
     }
     let mut out = Vec::new();
     for (t, rounds) in tables.iter().zip(figs) {
-        let (c1, c32) = calls();
+        let (c1, c32) = *CALLS;
         let written = rounds.len() as u64 * (c1 + c32 + 320);
         let bytes = (t.bytes)().await / (t.size + written) as f64;
         tokio::time::sleep(Duration::from_millis(1_100)).await;
@@ -325,7 +315,7 @@ async fn run(filter: Option<String>) {
                 .expect("IDEM_BENCH_SCALE_SIZES: sizes, comma-separated")
         })
         .collect();
-    let (c1, c32) = calls();
+    let (c1, c32) = *CALLS;
     let smallest = sizes.iter().min().copied().unwrap_or(0);
     assert!(
         c1 + c32 <= smallest / 10 * 9,

@@ -86,11 +86,9 @@ async fn mysql_replicas_of_the_releases_before_still_claim() {
     use crate::support::mysql_server;
     use sqlx::{Connection, Row};
 
+    let url = mysql_server::url().await;
     for procedure in ["claim", "claim_v4"] {
-        let (url, table) = (
-            mysql_server::url().await,
-            mysql_server::unique_table("older"),
-        );
+        let table = mysql_server::unique_table("older");
         let store = idem::MySqlStore::builder()
             .table(&table)
             .connect(&url)
