@@ -17,7 +17,7 @@ pub(crate) async fn sqlite(sizes: &[u64]) -> Vec<Sized> {
         let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
             .await
             .unwrap();
-        let at = path.clone();
+        let (at, settled) = (path.clone(), pool.clone());
         tables.push(Table {
             size,
             admin: Arc::new(store.clone()),
@@ -31,6 +31,11 @@ pub(crate) async fn sqlite(sizes: &[u64]) -> Vec<Sized> {
                 .await
                 .unwrap();
                 pages as f64
+            },
+            // The fill's pages out of the WAL, into the file itself.
+            settle: async move || {
+                let checkpoint = "PRAGMA wal_checkpoint(TRUNCATE)";
+                sqlx::query(checkpoint).execute(&settled).await.unwrap();
             },
         });
         paths.push(path);
@@ -63,6 +68,7 @@ pub(crate) async fn postgres(sizes: &[u64]) -> Vec<Sized> {
         let store = connect().await;
         store.migrate().await.unwrap();
         let (pool, table) = (pool.clone(), store.table().to_owned());
+        let (settled, vacuum) = (pool.clone(), format!("VACUUM (ANALYZE) {table}"));
         tables.push(Table {
             size,
             admin: Arc::new(store.clone()),
@@ -72,6 +78,11 @@ pub(crate) async fn postgres(sizes: &[u64]) -> Vec<Sized> {
                 let size = format!("SELECT pg_total_relation_size('{table}')");
                 let bytes: i64 = sqlx::query_scalar(&size).fetch_one(&pool).await.unwrap();
                 bytes as f64
+            },
+            // The fill's dead row versions (each record written twice)
+            // gone, as autovacuum leaves a table in service.
+            settle: async move || {
+                sqlx::raw_sql(&vacuum).execute(&settled).await.unwrap();
             },
         });
         schemas.push(schema);
@@ -100,6 +111,7 @@ pub(crate) async fn mysql(sizes: &[u64]) -> Vec<Sized> {
         let store = connect().await;
         store.migrate().await.unwrap();
         let (pool, name) = (pool.clone(), table.clone());
+        let settled = pool.clone();
         tables.push(Table {
             size,
             admin: Arc::new(store.clone()),
@@ -118,6 +130,7 @@ pub(crate) async fn mysql(sizes: &[u64]) -> Vec<Sized> {
                 .unwrap();
                 bytes as f64
             },
+            settle: async move || innodb_purged(&settled).await,
         });
         names.push(table);
     }
@@ -129,6 +142,21 @@ pub(crate) async fn mysql(sizes: &[u64]) -> Vec<Sized> {
         }
     }
     out
+}
+
+/// Waits (up to 10 minutes) until InnoDB has purged the undo of the
+/// fill's updates down to a thousand transactions.
+async fn innodb_purged(pool: &sqlx::MySqlPool) {
+    let history = "SELECT `COUNT` FROM information_schema.INNODB_METRICS \
+         WHERE NAME = 'trx_rseg_history_len'";
+    for _ in 0..600 {
+        let left: i64 = sqlx::query_scalar(history).fetch_one(pool).await.unwrap();
+        if left < 1_000 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    eprintln!("scale: InnoDB's history list still long after 10 minutes");
 }
 
 pub(crate) async fn redis(sizes: &[u64]) -> Vec<Sized> {
@@ -153,6 +181,8 @@ pub(crate) async fn redis(sizes: &[u64]) -> Vec<Sized> {
             idem: Idempotency::new(store),
             replica: async move || Idempotency::new(connect().await),
             bytes: async move || redis_bytes(&mut conn.clone(), &prefix_).await,
+            // Keys are written in place: nothing left to do.
+            settle: async || {},
         });
         prefixes.push(prefix);
     }
