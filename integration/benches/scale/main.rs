@@ -23,6 +23,8 @@
 //! process. Servers: `IDEM_TEST_DATABASE_URL`, `IDEM_TEST_MYSQL_URL`,
 //! `IDEM_TEST_REDIS_URL`, else the default ports on 127.0.0.1.
 
+#[path = "../shared/mysql_tables.rs"]
+mod mysql_tables;
 #[path = "../shared/redis_keys.rs"]
 mod redis_keys;
 mod stores;

@@ -136,10 +136,7 @@ pub(crate) async fn mysql(sizes: &[u64]) -> Vec<Sized> {
     }
     let out = scale(&tables).await;
     for table in names {
-        for suffix in ["", "_steps", "_migrations"] {
-            let drop = format!("DROP TABLE IF EXISTS `{table}{suffix}`");
-            sqlx::query(&drop).execute(&pool).await.unwrap();
-        }
+        crate::mysql_tables::drop_store_table(&pool, &table).await;
     }
     out
 }

@@ -28,12 +28,14 @@ mod memory;
 #[cfg(feature = "mysql")]
 mod mysql;
 #[cfg(feature = "redis")]
+#[path = "../shared/mysql_tables.rs"]
+mod mysql_tables;
+#[cfg(feature = "redis")]
 mod peer;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
-#[cfg(feature = "redis")]
 #[path = "../shared/redis_keys.rs"]
 mod redis_keys;
 #[cfg(any(feature = "postgres", feature = "mysql"))]

@@ -282,19 +282,7 @@ pub(crate) async fn run(report: &mut Report) {
         report.scenario(&name, subjects).await;
     }
 
-    for name in [
-        raw_table,
-        format!("{idem_table}_steps"),
-        format!("{idem_table}_migrations"),
-        idem_table.clone(),
-    ] {
-        let _ = sqlx::raw_sql(&format!("DROP TABLE IF EXISTS `{name}`"))
-            .execute(&pool)
-            .await;
-    }
-    for suffix in ["_claim", "_claim_v4", "_claim_v5"] {
-        let _ = sqlx::raw_sql(&format!("DROP PROCEDURE IF EXISTS `{idem_table}{suffix}`"))
-            .execute(&pool)
-            .await;
-    }
+    let drop_raw = format!("DROP TABLE IF EXISTS `{raw_table}`");
+    sqlx::raw_sql(&drop_raw).execute(&pool).await.unwrap();
+    crate::mysql_tables::drop_store_table(&pool, &idem_table).await;
 }
