@@ -21,7 +21,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 /// settings a store needs (MySQL's limits, which its connect options
 /// cannot carry).
 pub(crate) type Init<C> =
-    Box<dyn for<'c> Fn(&'c mut C) -> crate::sql::send::Sent<'c, ()> + Send + Sync>;
+    Box<dyn for<'c> Fn(&'c mut C) -> crate::answer::Sent<'c, ()> + Send + Sync>;
 
 pub(crate) struct Conns<C: Connection> {
     options: C::Options,
@@ -63,6 +63,7 @@ impl<C: Connection> Conns<C> {
     }
 
     /// Every new connection runs `init` first.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn init(mut self, init: Option<Init<C>>) -> Self {
         self.init = init;
         self
@@ -128,6 +129,7 @@ impl<C: Connection> Conns<C> {
     /// A connection out of the list (or a new one) that the caller keeps
     /// beside the permits, for a request's transaction: given back with
     /// [`put_back`](Self::put_back) once the transaction has ended.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) async fn take(&self) -> Result<C, StoreError> {
         let idle = self.lock().pop();
         match idle {
@@ -142,6 +144,7 @@ impl<C: Connection> Conns<C> {
     }
 
     /// Closes every idle connection: one was found dead.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn drop_idle(&self) {
         let idle = std::mem::take(&mut *self.lock());
         drop(idle);

@@ -41,8 +41,12 @@ pub mod mysql;
 #[doc(no_inline)]
 pub use mysql::MySqlStore;
 
-/// The dedicated connections of the SQL stores' `connect`.
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// What a SQL store's statement is sent for.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+mod answer;
+
+/// The dedicated connections of the SQL stores.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 mod conns;
 
 #[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]

@@ -2,6 +2,7 @@
 //! default for one host.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use idem_contract::admin::{Purge, Purged};
@@ -9,12 +10,15 @@ use idem_contract::fingerprint::Fingerprint;
 use idem_contract::key::RecordKey;
 use idem_contract::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token, async_trait};
 use idem_contract::{Store, StoreError};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::Connection;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
+
+use crate::answer::Affected;
+use crate::conns::Conns;
 
 mod admin;
 mod claim;
+mod exec;
 mod file;
 mod migrate;
 
@@ -41,6 +45,8 @@ use statements::{
 
 /// Connections to the file the store keeps at most.
 const MAX_CONNECTIONS: u32 = 4;
+/// How long a step waits for one of them to be free.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a writer waits for another (in this process or another one)
 /// before `Error::Store`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -74,10 +80,18 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 ///     idem.call("jobs", "job-42").run(|| async { Ok(42) }).await;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    conns: Arc<Conns<SqliteConnection>>,
     file: Option<FileIdentity>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("file", &self.file)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SqliteStore {
@@ -116,14 +130,15 @@ impl SqliteStore {
     /// ```
     pub async fn open_with(options: SqliteConnectOptions) -> Result<Self, StoreError> {
         let path = options.get_filename().to_owned();
-        let pool = SqlitePoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
-            .connect_with(options)
-            .await
-            .map_err(err)?;
-        migrate::migrate(&pool).await.map_err(err)?;
+        let conns = conns(options);
+        let mut conn = conns.connect().await?;
+        if let Err(failed) = migrate::migrate(&mut conn).await {
+            let _ = conn.close().await;
+            return Err(err(failed));
+        }
+        conns.put_back(conn);
         let file = FileIdentity::of(&path)?;
-        Ok(SqliteStore { pool, file })
+        Ok(SqliteStore { conns, file })
     }
 
     /// Opens a file that already holds idem's records, exactly as it is:
@@ -143,17 +158,15 @@ impl SqliteStore {
     /// ```
     pub async fn open_existing(options: SqliteConnectOptions) -> Result<Self, StoreError> {
         let path = options.get_filename().to_owned();
-        let pool = SqlitePoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
-            .connect_with(options)
-            .await
-            .map_err(err)?;
-        if let Err(why) = migrate::check(&pool).await {
-            pool.close().await;
+        let conns = conns(options);
+        let mut conn = conns.connect().await?;
+        if let Err(why) = migrate::check(&mut conn).await {
+            let _ = conn.close().await;
             return Err(StoreError::new(BACKEND, why));
         }
+        conns.put_back(conn);
         let file = FileIdentity::of(&path)?;
-        Ok(SqliteStore { pool, file })
+        Ok(SqliteStore { conns, file })
     }
 
     /// Deletes expired records, claims and steps, in statements of at most
@@ -204,12 +217,7 @@ impl SqliteStore {
     ) -> Result<u64, StoreError> {
         let mut changed = 0;
         loop {
-            let n = sqlx::query(statement)
-                .bind(batch)
-                .execute(&self.pool)
-                .await
-                .map_err(err)?
-                .rows_affected();
+            let Affected(n) = self.send(sqlx::query(statement).bind(batch)).await?;
             changed += n;
             if n < batch as u64 {
                 return Ok(changed);
@@ -218,7 +226,7 @@ impl SqliteStore {
         }
     }
 
-    /// Closes the file's connections; later steps fail.
+    /// Closes the file's idle connections. Steps after this open new ones.
     ///
     /// ```no_run
     /// # async fn f(store: idem::SqliteStore) {
@@ -226,19 +234,18 @@ impl SqliteStore {
     /// # }
     /// ```
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.conns.close().await;
     }
 
     async fn fenced<'q>(
         &self,
         key: &RecordKey,
-        query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+        query: exec::SqliteQuery<'q>,
     ) -> Result<Fence, StoreError> {
-        let done = query.execute(&self.pool).await.map_err(err)?;
-        if done.rows_affected() != 0 {
-            return Ok(Fence::Held);
+        match self.send(query).await? {
+            Affected(0) => self.lost(key).await,
+            Affected(_) => Ok(Fence::Held),
         }
-        self.lost(key).await
     }
 
     /// A completion by `statement` (`COMPLETE`, or `COMPLETE_AGAIN`).
@@ -265,17 +272,21 @@ impl SqliteStore {
 
     /// How a fenced operation that found no claim of ours lost it.
     async fn lost(&self, key: &RecordKey) -> Result<Fence, StoreError> {
-        let live = sqlx::query(LIVE)
-            .bind(&key.as_bytes()[..])
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(err)?;
+        let live: Option<sqlx::sqlite::SqliteRow> = self
+            .send(sqlx::query(LIVE).bind(&key.as_bytes()[..]))
+            .await?;
         Ok(if live.is_some() {
             Fence::Lost
         } else {
             Fence::Expired
         })
     }
+}
+
+/// At most [`MAX_CONNECTIONS`] connections opened with `options`.
+fn conns(options: SqliteConnectOptions) -> Arc<Conns<SqliteConnection>> {
+    let names = (BACKEND, "SQLite");
+    Arc::new(Conns::new(options, MAX_CONNECTIONS, ACQUIRE_TIMEOUT, names))
 }
 
 fn err(err: sqlx::Error) -> StoreError {
@@ -362,7 +373,7 @@ impl Store for SqliteStore {
         value: &[u8],
         ttl: Duration,
     ) -> Result<Fence, StoreError> {
-        match steps::save(&self.pool, key, token, step, value, ttl).await? {
+        match steps::save(self, key, token, step, value, ttl).await? {
             0 => self.lost(key).await,
             _ => Ok(Fence::Held),
         }
@@ -376,14 +387,15 @@ impl Store for SqliteStore {
         // One transaction: a step saved between the two deletes would
         // otherwise outlive its record, and the next call would resume
         // from it.
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(err)?;
-        for statement in [FORGET_STEPS, FORGET] {
-            sqlx::query(statement)
-                .bind(&key.as_bytes()[..])
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
-        }
-        tx.commit().await.map_err(err)
+        self.in_transaction(async |conn| {
+            for statement in [FORGET_STEPS, FORGET] {
+                sqlx::query(statement)
+                    .bind(&key.as_bytes()[..])
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            Ok(())
+        })
+        .await
     }
 }

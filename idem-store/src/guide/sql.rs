@@ -31,6 +31,10 @@
 //!   `SqliteStore::open_with(SqliteConnectOptions)` takes other settings (e.g.
 //!   `synchronous = NORMAL`, which may lose the last records on power loss,
 //!   not on a process crash).
+//! - The store keeps at most 4 connections to the file, each a thread of
+//!   sqlx's, reused as they are (no sqlx pool, whose pings on hand-out and
+//!   return cost each statement two more hops between threads): a replay is
+//!   one statement, a fresh call three.
 //! - Several processes on the host may share the file; a record written by one
 //!   is replayed by the next one started (see `integration/tests/all/sqlite.rs`).
 //! - Expiry is judged by SQLite's clock, which is **this host's wall clock**:

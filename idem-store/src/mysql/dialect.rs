@@ -9,9 +9,9 @@ use idem_contract::store::{ClaimOutcome, Retention};
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 use sqlx::{Executor, Row};
 
+use crate::answer::Sent;
 use crate::sql::claimed;
 use crate::sql::dialect::{ClaimBytes, Completion, Dialect, Purge, StepSave, micros};
-use crate::sql::send::Sent;
 
 use super::statements::Sql;
 use super::{BACKEND, MyQuery, conns, rows};

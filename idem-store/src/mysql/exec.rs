@@ -3,7 +3,7 @@
 
 use sqlx::mysql::{MySqlConnection, MySqlRow};
 
-use crate::sql::send::{Affected, Answer, Sent};
+use crate::answer::{Affected, Answer, Sent};
 
 use super::MyQuery;
 

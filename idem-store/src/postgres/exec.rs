@@ -3,7 +3,7 @@
 
 use sqlx::postgres::{PgConnection, PgRow};
 
-use crate::sql::send::{Affected, Answer, Sent};
+use crate::answer::{Affected, Answer, Sent};
 
 use super::dialect::PgQuery;
 

@@ -9,7 +9,7 @@ use idem_contract::StoreError;
 use idem_contract::store::{Claim, ClaimOutcome, Retention};
 use sqlx::{Connection, Database};
 
-use super::send::{Answer, Sent};
+use crate::answer::{Answer, Sent};
 
 /// A statement of dialect `D` with its parameters bound.
 pub(crate) type Query<'q, D> =

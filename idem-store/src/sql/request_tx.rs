@@ -13,8 +13,9 @@ use idem_core::{Store, StoreError};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use super::dialect::{Completion, Dialect, Query};
-use super::send::{Affected, Answer, Source};
+use super::send::Source;
 use super::store::Core;
+use crate::answer::{Affected, Answer};
 
 /// The transaction's connection: from the caller's pool (`from_pool`),
 /// or one of the store's own (`connect`), on which idem sent `BEGIN`.

@@ -2,44 +2,13 @@
 //! caller's sqlx pool, or on the store's own connections with one resend
 //! after a lost connection; on both within the response timeout.
 
-use std::pin::Pin;
 use std::time::Duration;
 
 use idem_contract::StoreError;
-use idem_contract::store::Fence;
 use sqlx::{Connection, Database, Pool};
 
+use crate::answer::Answer;
 use crate::conns::Conns;
-
-/// A statement on its way, boxed: a future in the trait itself would not
-/// be provably `Send` inside `#[async_trait]` methods (rust-lang/rust#100013).
-pub(crate) type Sent<'c, T> = Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 'c>>;
-
-/// What a statement `Q` is sent for on a connection `C`, read from its
-/// answer.
-pub(crate) trait Answer<C, Q>: Sized + Send {
-    /// Sends `query` on `on` and reads its answer.
-    fn read<'c>(query: Q, on: &'c mut C) -> Sent<'c, Self>
-    where
-        Q: 'c;
-}
-
-/// How many rows a statement changed (MySQL: matched, as sqlx asks it for
-/// found rows, so an update that writes the values a row already has
-/// still counts).
-pub(crate) struct Affected(pub u64);
-
-impl Affected {
-    /// A fenced operation's answer as its statement alone tells it: a row
-    /// changed means the claim was ours.
-    pub(crate) fn fence(&self) -> Fence {
-        if self.0 == 0 {
-            Fence::Lost
-        } else {
-            Fence::Held
-        }
-    }
-}
 
 /// Where a SQL store's statements go.
 pub(crate) enum Source<C: Connection> {

@@ -12,7 +12,8 @@ use idem_contract::store::{Claim, ClaimOutcome, Fence, Retention, StepId, Token}
 use crate::completed::Completed;
 
 use super::dialect::{ClaimBytes, Completion, Dialect, Purge, Query, StepSave};
-use super::send::{Affected, Answer, Server, Source};
+use super::send::{Server, Source};
+use crate::answer::{Affected, Answer};
 
 /// What a `PostgresStore` or `MySqlStore` holds behind its `Arc`.
 pub(crate) struct Core<S: Dialect> {

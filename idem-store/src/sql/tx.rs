@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Mutex;
 
 use super::dialect::{ClaimBytes, Completion, Dialect, Query};
-use super::send::{Affected, Answer};
+use crate::answer::{Affected, Answer};
 
 /// Runs `call` with `body` on `conn`, a transaction's connection, the
 /// records in `sql`'s table (`InTransaction::run_reported`): the call on a

@@ -12,9 +12,9 @@ use idem_core::{Idempotency, Store, StoreError};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use super::dialect::{Dialect, Query};
-use super::send::{Affected, Answer};
 use super::store::Core;
 use super::tx::TxStore;
+use crate::answer::{Affected, Answer};
 
 /// The transaction, shared by the handle's steps and the caller's body;
 /// `None` once committed or rolled back.

@@ -93,22 +93,21 @@ impl Admin for SqliteStore {
     async fn list(&self, filter: &ListFilter) -> Result<Vec<RecordInfo>, StoreError> {
         let older_than = filter.older_than.map(super::millis);
         let limit = filter.limit.map_or(-1, |n| n.min(i64::MAX as usize) as i64);
-        let rows = sqlx::query(LIST)
-            .bind(filter.in_progress)
-            .bind(older_than)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(err)?;
+        let rows: Vec<SqliteRow> = self
+            .send(
+                sqlx::query(LIST)
+                    .bind(filter.in_progress)
+                    .bind(older_than)
+                    .bind(limit),
+            )
+            .await?;
         rows.iter().map(info).collect()
     }
 
     async fn inspect(&self, key: &RecordKey) -> Result<Option<RecordInfo>, StoreError> {
-        let row = sqlx::query(INSPECT)
-            .bind(&key.as_bytes()[..])
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(err)?;
+        let row: Option<SqliteRow> = self
+            .send(sqlx::query(INSPECT).bind(&key.as_bytes()[..]))
+            .await?;
         row.as_ref().map(info).transpose()
     }
 
@@ -121,10 +120,7 @@ impl Admin for SqliteStore {
     }
 
     async fn stats(&self) -> Result<Stats, StoreError> {
-        let row = sqlx::query(STATS)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(err)?;
+        let row: SqliteRow = self.send(sqlx::query(STATS)).await?;
         let count = |i: usize| -> Result<u64, StoreError> {
             Ok(row.try_get::<i64, _>(i).map_err(err)?.max(0) as u64)
         };

@@ -9,6 +9,7 @@ use idem_contract::StoreError;
 use idem_contract::key::RecordKey;
 use idem_contract::store::{Claim, ClaimOutcome};
 use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
 
 use super::{
     BACKEND, FORGET_STEPS, INSERT, REPLACE, SELECT, SqliteStore, err, fingerprint, millis,
@@ -30,11 +31,7 @@ impl SqliteStore {
         // Few turns: the row changes between the read and the write only
         // when another caller claims, completes or releases it meanwhile.
         for _ in 0..16 {
-            let row = sqlx::query(SELECT)
-                .bind(key)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(err)?;
+            let row: Option<SqliteRow> = self.send(sqlx::query(SELECT).bind(key)).await?;
             let mut took_over = false;
             if let Some(row) = row {
                 let left: i64 = row.try_get(3).map_err(err)?;
@@ -58,7 +55,7 @@ impl SqliteStore {
                     let fp = fingerprint(row.try_get(1).map_err(err)?)?;
                     return Ok(match record {
                         None if held_by == token => {
-                            ClaimOutcome::won(false, steps::load(&self.pool, record_key).await?)
+                            ClaimOutcome::won(false, steps::load(self, record_key).await?)
                         }
                         None => ClaimOutcome::in_progress(fp, remaining(left)),
                         Some(record) => {
@@ -74,20 +71,21 @@ impl SqliteStore {
                     took_over = true;
                 }
             }
-            let won = sqlx::query(INSERT)
-                .bind(key)
-                .bind(&token[..])
-                .bind(&claim.fingerprint.as_bytes()[..])
-                .bind(millis(claim.lease))
-                .bind(claim.site)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(err)?;
+            let won: Option<SqliteRow> = self
+                .send(
+                    sqlx::query(INSERT)
+                        .bind(key)
+                        .bind(&token[..])
+                        .bind(&claim.fingerprint.as_bytes()[..])
+                        .bind(millis(claim.lease))
+                        .bind(claim.site),
+                )
+                .await?;
             if let Some(won) = won {
                 // Only a call that has saved steps pays a second statement.
                 let any: bool = won.try_get(0).map_err(err)?;
                 let steps = match any {
-                    true => steps::load(&self.pool, record_key).await?,
+                    true => steps::load(self, record_key).await?,
                     false => Vec::new(),
                 };
                 return Ok(ClaimOutcome::won(took_over, steps));
@@ -103,25 +101,24 @@ impl SqliteStore {
     /// under `key` with `claim`, and drops the replaced call's steps, in
     /// one transaction; `false` when the row changed meanwhile.
     async fn replace(&self, key: &[u8], claim: &Claim) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(err)?;
-        let replaced = sqlx::query(REPLACE)
-            .bind(key)
-            .bind(&claim.token.to_bytes()[..])
-            .bind(&claim.fingerprint.as_bytes()[..])
-            .bind(millis(claim.lease))
-            .bind(claim.site)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(err)?
-            .is_some();
-        if replaced {
-            sqlx::query(FORGET_STEPS)
+        self.in_transaction(async |conn| {
+            let replaced = sqlx::query(REPLACE)
                 .bind(key)
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
-        }
-        tx.commit().await.map_err(err)?;
-        Ok(replaced)
+                .bind(&claim.token.to_bytes()[..])
+                .bind(&claim.fingerprint.as_bytes()[..])
+                .bind(millis(claim.lease))
+                .bind(claim.site)
+                .fetch_optional(&mut *conn)
+                .await?
+                .is_some();
+            if replaced {
+                sqlx::query(FORGET_STEPS)
+                    .bind(key)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            Ok(replaced)
+        })
+        .await
     }
 }

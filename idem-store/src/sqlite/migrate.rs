@@ -5,14 +5,14 @@
 //! one file at once upgrade it one after the other. Never edit a released
 //! step; add one.
 
-use sqlx::SqlitePool;
+use sqlx::{Connection, SqliteConnection};
 
 use super::MIGRATE;
 
-pub(super) async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::Error> {
+pub(super) async fn migrate(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
     // `BEGIN IMMEDIATE` takes the write lock at once, so the version read
     // below cannot go stale before the tables are made.
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     sqlx::raw_sql(MIGRATE).execute(&mut *tx).await?;
     sqlx::raw_sql(super::steps::MIGRATE)
         .execute(&mut *tx)
@@ -37,11 +37,11 @@ pub(super) const CURRENT: i64 = 1;
 
 /// Checks, changing nothing, that the file holds idem's tables at this
 /// release's version; why not, in words for an operator.
-pub(super) async fn check(pool: &SqlitePool) -> Result<(), String> {
+pub(super) async fn check(conn: &mut SqliteConnection) -> Result<(), String> {
     let tables: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('idem_migrations', 'idem_records')",
     )
-    .fetch_one(pool)
+    .fetch_one(&mut *conn)
     .await
     .map_err(|err| err.to_string())?;
     if tables != 2 {
@@ -52,7 +52,7 @@ pub(super) async fn check(pool: &SqlitePool) -> Result<(), String> {
         );
     }
     let version: i64 = sqlx::query_scalar("SELECT coalesce(max(version), 0) FROM idem_migrations")
-        .fetch_one(pool)
+        .fetch_one(&mut *conn)
         .await
         .map_err(|err| err.to_string())?;
     match version.cmp(&CURRENT) {

@@ -6,10 +6,12 @@ use idem_contract::StoreError;
 use idem_contract::key::RecordKey;
 use idem_contract::store::StepId;
 use sqlx::Row;
-use sqlx::sqlite::SqlitePool;
+use sqlx::sqlite::SqliteRow;
+
+use crate::answer::Affected;
 
 use super::statements::held;
-use super::{err, millis};
+use super::{SqliteStore, err, millis};
 
 pub(super) const MIGRATE: &str = concat!(
     "CREATE TABLE IF NOT EXISTS idem_steps (",
@@ -41,7 +43,7 @@ pub(super) const PURGE: &str = concat!(
 );
 
 pub(super) async fn save(
-    pool: &SqlitePool,
+    store: &SqliteStore,
     key: &RecordKey,
     token: idem_contract::store::Token,
     step: StepId,
@@ -49,27 +51,26 @@ pub(super) async fn save(
     ttl: std::time::Duration,
 ) -> Result<u64, StoreError> {
     let token = token.to_bytes();
-    let done = sqlx::query(SAVE)
-        .bind(&key.as_bytes()[..])
-        .bind(&token[..])
-        .bind(&step.as_bytes()[..])
-        .bind(value)
-        .bind(millis(ttl))
-        .execute(pool)
-        .await
-        .map_err(err)?;
-    Ok(done.rows_affected())
+    let Affected(saved) = store
+        .send(
+            sqlx::query(SAVE)
+                .bind(&key.as_bytes()[..])
+                .bind(&token[..])
+                .bind(&step.as_bytes()[..])
+                .bind(value)
+                .bind(millis(ttl)),
+        )
+        .await?;
+    Ok(saved)
 }
 
 pub(super) async fn load(
-    pool: &SqlitePool,
+    store: &SqliteStore,
     key: &RecordKey,
 ) -> Result<Vec<(StepId, Bytes)>, StoreError> {
-    let rows = sqlx::query(LOAD)
-        .bind(&key.as_bytes()[..])
-        .fetch_all(pool)
-        .await
-        .map_err(err)?;
+    let rows: Vec<SqliteRow> = store
+        .send(sqlx::query(LOAD).bind(&key.as_bytes()[..]))
+        .await?;
     rows.into_iter()
         .map(|row| {
             let id: Vec<u8> = row.try_get(0).map_err(err)?;

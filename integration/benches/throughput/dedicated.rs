@@ -1,6 +1,6 @@
 //! Dedicated connections reused without a ping, as the SQL stores'
 //! `connect` keeps them, and the keys of the raw baselines: their side of
-//! the comparison, for PostgreSQL and MySQL alike.
+//! the comparison, for PostgreSQL, MySQL and SQLite alike.
 
 use std::sync::Mutex;
 

@@ -3,8 +3,8 @@
 //! primary key for a replay.
 //!
 //! Both sides open the file the way `SqliteStore::open` does (WAL,
-//! `synchronous = FULL`, a pool of 4 connections), so each commit waits
-//! for its fsync on both. A SqliteStore claim on an absent key is a read,
+//! `synchronous = FULL`, at most 4 connections reused without a ping, the
+//! one used last first), so each commit waits for its fsync on both. A SqliteStore claim on an absent key is a read,
 //! then a conditional insert (SQLite has no `INSERT … RETURNING` of the
 //! row that blocked it): three statements per fresh call against the
 //! baseline's two.
@@ -13,10 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem::{Error, Idempotency, SqliteStore};
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::SqliteConnection;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 
 use crate::harness::{Report, idem_runner, measure, runner};
+
+type Dedicated = crate::dedicated::Dedicated<SqliteConnection>;
 
 const HOT: u64 = 1_000;
 
@@ -25,13 +27,17 @@ async fn idem_call(idem: &Idempotency, scope: &str, key: u64) {
     out.unwrap();
 }
 
-async fn raw_two(pool: &SqlitePool, key: i64) {
+async fn raw_two(raw: &Dedicated, key: i64) {
+    raw.with(async |conn| raw_two_on(conn, key).await).await
+}
+
+async fn raw_two_on(conn: &mut SqliteConnection, key: i64) {
     let inserted = sqlx::query(
         "INSERT INTO raw_records (key, token, expires_at) VALUES (?1, ?2, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + 30000) ON CONFLICT DO NOTHING",
     )
     .bind(key)
     .bind(&[7u8; 16][..])
-    .execute(pool)
+    .execute(&mut *conn)
     .await
     .unwrap();
     if inserted.rows_affected() == 1 {
@@ -41,16 +47,20 @@ async fn raw_two(pool: &SqlitePool, key: i64) {
         .bind(key)
         .bind(&b"\x01\x00\x031"[..])
         .bind(&[7u8; 16][..])
-        .execute(pool)
+        .execute(&mut *conn)
         .await
         .unwrap();
     }
 }
 
-async fn raw_select(pool: &SqlitePool, key: i64) {
-    let row: Option<(Vec<u8>,)> = sqlx::query_as("SELECT record FROM raw_records WHERE key = ?1")
-        .bind(key)
-        .fetch_optional(pool)
+async fn raw_select(raw: &Dedicated, key: i64) {
+    let row: Option<(Vec<u8>,)> = raw
+        .with(async |conn| {
+            sqlx::query_as("SELECT record FROM raw_records WHERE key = ?1")
+                .bind(key)
+                .fetch_optional(conn)
+                .await
+        })
         .await
         .unwrap();
     assert!(row.is_some());
@@ -74,15 +84,14 @@ pub(crate) async fn run(report: &mut Report) {
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Full)
         .busy_timeout(Duration::from_secs(10));
-    let pool = SqlitePoolOptions::new()
-        .max_connections(4)
-        .connect_with(options)
+    let raw = Arc::new(Dedicated::new(options, 4));
+    raw.with(async |conn| {
+        sqlx::query(
+            "CREATE TABLE raw_records (key INTEGER PRIMARY KEY, token BLOB NOT NULL, record BLOB, expires_at INTEGER NOT NULL)",
+        )
+        .execute(conn)
         .await
-        .unwrap();
-    sqlx::query(
-        "CREATE TABLE raw_records (key INTEGER PRIMARY KEY, token BLOB NOT NULL, record BLOB, expires_at INTEGER NOT NULL)",
-    )
-    .execute(&pool)
+    })
     .await
     .unwrap();
     let idem = Idempotency::new(store.clone());
@@ -90,7 +99,7 @@ pub(crate) async fn run(report: &mut Report) {
 
     for (concurrency, calls) in [(1usize, 200u64), (4, 400)] {
         let name = format!("sqlite fresh key, concurrency {concurrency}");
-        let pool = pool.clone();
+        let raw = raw.clone();
         report
             .scenario(
                 &name,
@@ -102,10 +111,10 @@ pub(crate) async fn run(report: &mut Report) {
                     (
                         "raw INSERT ON CONFLICT + UPDATE",
                         runner(move || {
-                            let pool = pool.clone();
+                            let raw = raw.clone();
                             measure(concurrency, calls, move |i| {
-                                let pool = pool.clone();
-                                async move { raw_two(&pool, i as i64).await }
+                                let raw = raw.clone();
+                                async move { raw_two(&raw, i as i64).await }
                             })
                         }),
                     ),
@@ -119,12 +128,12 @@ pub(crate) async fn run(report: &mut Report) {
     if replays.iter().any(|(c, _)| report.wants(&replay_name(*c))) {
         for k in 0..HOT {
             idem_call(&idem, &scope, u64::MAX - k).await;
-            raw_two(&pool, -(k as i64) - 1).await;
+            raw_two(&raw, -(k as i64) - 1).await;
         }
     }
     for (concurrency, calls) in replays {
         let name = replay_name(concurrency);
-        let pool = pool.clone();
+        let raw = raw.clone();
         report
             .scenario(
                 &name,
@@ -138,10 +147,10 @@ pub(crate) async fn run(report: &mut Report) {
                     (
                         "raw SELECT by key",
                         runner(move || {
-                            let pool = pool.clone();
+                            let raw = raw.clone();
                             measure(concurrency, calls, move |i| {
-                                let pool = pool.clone();
-                                async move { raw_select(&pool, -((i % HOT) as i64) - 1).await }
+                                let raw = raw.clone();
+                                async move { raw_select(&raw, -((i % HOT) as i64) - 1).await }
                             })
                         }),
                     ),
@@ -151,6 +160,6 @@ pub(crate) async fn run(report: &mut Report) {
     }
 
     store.close().await;
-    pool.close().await;
+    drop(raw);
     remove(&path);
 }

@@ -87,6 +87,48 @@ async fn opens_in_wal_mode_and_reopens() {
     assert_eq!(replay.unwrap(), 1);
 }
 
+/// Closing drops the idle connections; a step after it opens a new one,
+/// on the same records.
+#[tokio::test]
+async fn steps_after_close_open_new_connections() {
+    let store = SqliteStore::open(temp_db("closed.db")).await.unwrap();
+    let idem = Idempotency::new(store.clone());
+    let first: Result<u8, Error> = idem.call("s", "k").run(|| async { Ok(1) }).await;
+    assert_eq!(first.unwrap(), 1);
+    store.close().await;
+    let replay: Result<u8, Error> = idem
+        .call("s", "k")
+        .run(|| async { panic!("must replay") })
+        .await;
+    assert_eq!(replay.unwrap(), 1);
+}
+
+/// A statement that fails (a write to a file opened read-only) is a
+/// `StoreError`, its connection is closed, and the next step runs on
+/// another one.
+#[tokio::test]
+async fn a_failed_statement_leaves_the_store_usable() {
+    use idem::admin::Admin;
+    let path = temp_db("read-only.db");
+    SqliteStore::open(&path).await.unwrap().close().await;
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .read_only(true);
+    let store = SqliteStore::open_existing(options).await.unwrap();
+    let key = RecordKey::new("s", "k");
+    let claim = Claim::new(
+        Token::random(),
+        Fingerprint::NONE,
+        Duration::from_secs(60),
+        "t",
+    );
+    for _ in 0..6 {
+        let err = store.claim(&key, &claim).await.unwrap_err().to_string();
+        assert!(err.contains("readonly"), "{err}");
+        assert_eq!(store.stats().await.unwrap().in_progress, 0);
+    }
+}
+
 #[tokio::test]
 async fn purge_expired_deletes_only_expired_rows() {
     let store = SqliteStore::open(temp_db("purge.db")).await.unwrap();
