@@ -20,7 +20,8 @@
 //! `data_length + index_length` after `ANALYZE`, Redis `MEMORY USAGE` of
 //! the prefix's keys (sampled), each over the records. Last, the ratio of
 //! each throughput at the largest size to the smallest, in this one
-//! process. Servers: `IDEM_TEST_DATABASE_URL`, `IDEM_TEST_MYSQL_URL`,
+//! process. Each measurement also prints (stderr) its calls/s and the
+//! process's context switches per call. Servers: `IDEM_TEST_DATABASE_URL`, `IDEM_TEST_MYSQL_URL`,
 //! `IDEM_TEST_REDIS_URL`, else the default ports on 127.0.0.1.
 
 #[path = "../shared/mysql_tables.rs"]
@@ -171,6 +172,9 @@ static CALLS: LazyLock<(u64, u64)> = LazyLock::new(|| {
     }
 });
 
+/// The three kinds of calls in a round, by their index there.
+const KINDS: [&str; 3] = ["fresh", "replay", "replay on another replica"];
+
 /// One round's six figures on `t`, `replica` being new to it. At each
 /// concurrency, fresh calls, replays on `t` and replays on `replica` run
 /// in an order rotated by `round`: whichever runs first meets the server
@@ -194,14 +198,38 @@ async fn round<R, B, S>(t: &Table<R, B, S>, replica: &Idempotency, round: u64) -
                 _ => (replica, "fill", n as u64 * c1, spread_key),
             };
             let idem = idem.clone();
+            let switched = switches();
             figs[2 * kind + n] = measure(c, total, from, move |i| {
                 let idem = idem.clone();
                 async move { call(&idem, scope, key(i, size), DAY).await }
             })
             .await;
+            if let (Some(before), Some(after)) = (switched, switches()) {
+                let each = (after - before) as f64 / total as f64;
+                let (name, per_s) = (KINDS[kind], figs[2 * kind + n].0);
+                eprintln!(
+                    "scale: {size} records, {name} c{c}: {per_s:.0} calls/s, {each:.2} context switches a call"
+                );
+            }
         }
     }
     figs
+}
+
+/// The context switches of this process's threads so far (Linux), which
+/// at c1 tell how many times a call waited for another thread: a thread
+/// hop costs this 2-core VM more than an indexed lookup does.
+fn switches() -> Option<u64> {
+    let mut n = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let status = std::fs::read_to_string(task.ok()?.path().join("status")).unwrap_or_default();
+        n += status
+            .lines()
+            .filter(|line| line.contains("ctxt_switches"))
+            .filter_map(|line| line.split_whitespace().last()?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    Some(n)
 }
 
 /// Fills every table and lets the server settle it, measures them in
