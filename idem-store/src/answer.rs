@@ -34,3 +34,50 @@ impl Affected {
         }
     }
 }
+
+/// The answers of one driver's statements `$query<'q>` on `$conn`: its one
+/// row `$row`, every row, the row if any, and how many rows changed.
+macro_rules! answers {
+    ($conn:ty, $query:ident, $row:ty) => {
+        impl<'q> $crate::answer::Answer<$conn, $query<'q>> for $row {
+            fn read<'c>(query: $query<'q>, on: &'c mut $conn) -> $crate::answer::Sent<'c, Self>
+            where
+                $query<'q>: 'c,
+            {
+                Box::pin(query.fetch_one(on))
+            }
+        }
+
+        impl<'q> $crate::answer::Answer<$conn, $query<'q>> for Vec<$row> {
+            fn read<'c>(query: $query<'q>, on: &'c mut $conn) -> $crate::answer::Sent<'c, Self>
+            where
+                $query<'q>: 'c,
+            {
+                Box::pin(query.fetch_all(on))
+            }
+        }
+
+        impl<'q> $crate::answer::Answer<$conn, $query<'q>> for Option<$row> {
+            fn read<'c>(query: $query<'q>, on: &'c mut $conn) -> $crate::answer::Sent<'c, Self>
+            where
+                $query<'q>: 'c,
+            {
+                Box::pin(query.fetch_optional(on))
+            }
+        }
+
+        impl<'q> $crate::answer::Answer<$conn, $query<'q>> for $crate::answer::Affected {
+            fn read<'c>(query: $query<'q>, on: &'c mut $conn) -> $crate::answer::Sent<'c, Self>
+            where
+                $query<'q>: 'c,
+            {
+                Box::pin(async move {
+                    Ok($crate::answer::Affected(
+                        query.execute(on).await?.rows_affected(),
+                    ))
+                })
+            }
+        }
+    };
+}
+pub(crate) use answers;

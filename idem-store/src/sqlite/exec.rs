@@ -1,5 +1,5 @@
 //! The store's statements on its own connections to the file
-//! (`crate::conns`), for the typed answers of `crate::sql::send`.
+//! (`crate::conns`), each sent for a typed answer (`crate::answer`).
 //!
 //! Not a sqlx pool: each sqlx SQLite connection is a thread, and a pool
 //! pings a connection on its thread when it is returned and hands out the
@@ -12,7 +12,7 @@ use sqlx::Connection;
 use sqlx::sqlite::{SqliteArguments, SqliteConnection, SqliteRow};
 
 use super::{SqliteStore, err};
-use crate::answer::{Affected, Answer, Sent};
+use crate::answer::Answer;
 
 /// A statement with its arguments bound.
 pub(super) type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments<'q>>;
@@ -48,41 +48,4 @@ impl SqliteStore {
     }
 }
 
-/// The one row a statement answers.
-impl<'q> Answer<SqliteConnection, SqliteQuery<'q>> for SqliteRow {
-    fn read<'c>(query: SqliteQuery<'q>, on: &'c mut SqliteConnection) -> Sent<'c, Self>
-    where
-        SqliteQuery<'q>: 'c,
-    {
-        Box::pin(query.fetch_one(on))
-    }
-}
-
-/// Every row a statement answers.
-impl<'q> Answer<SqliteConnection, SqliteQuery<'q>> for Vec<SqliteRow> {
-    fn read<'c>(query: SqliteQuery<'q>, on: &'c mut SqliteConnection) -> Sent<'c, Self>
-    where
-        SqliteQuery<'q>: 'c,
-    {
-        Box::pin(query.fetch_all(on))
-    }
-}
-
-/// The row a statement answers, if any.
-impl<'q> Answer<SqliteConnection, SqliteQuery<'q>> for Option<SqliteRow> {
-    fn read<'c>(query: SqliteQuery<'q>, on: &'c mut SqliteConnection) -> Sent<'c, Self>
-    where
-        SqliteQuery<'q>: 'c,
-    {
-        Box::pin(query.fetch_optional(on))
-    }
-}
-
-impl<'q> Answer<SqliteConnection, SqliteQuery<'q>> for Affected {
-    fn read<'c>(query: SqliteQuery<'q>, on: &'c mut SqliteConnection) -> Sent<'c, Self>
-    where
-        SqliteQuery<'q>: 'c,
-    {
-        Box::pin(async move { Ok(Affected(query.execute(on).await?.rows_affected())) })
-    }
-}
+crate::answer::answers!(SqliteConnection, SqliteQuery, SqliteRow);
