@@ -129,16 +129,10 @@ impl SqliteStore {
     /// # Ok(()) }
     /// ```
     pub async fn open_with(options: SqliteConnectOptions) -> Result<Self, StoreError> {
-        let path = options.get_filename().to_owned();
-        let conns = conns(options);
-        let mut conn = conns.connect().await?;
-        if let Err(failed) = migrate::migrate(&mut conn).await {
-            let _ = conn.close().await;
-            return Err(err(failed));
-        }
-        conns.put_back(conn);
-        let file = FileIdentity::of(&path)?;
-        Ok(SqliteStore { conns, file })
+        Self::opened(options, async |conn| {
+            migrate::migrate(conn).await.map_err(err)
+        })
+        .await
     }
 
     /// Opens a file that already holds idem's records, exactly as it is:
@@ -157,12 +151,26 @@ impl SqliteStore {
     /// # Ok(()) }
     /// ```
     pub async fn open_existing(options: SqliteConnectOptions) -> Result<Self, StoreError> {
+        Self::opened(options, async |conn| {
+            migrate::check(conn)
+                .await
+                .map_err(|why| StoreError::new(BACKEND, why))
+        })
+        .await
+    }
+
+    /// A store on the file `options` name, once `prepare` has succeeded on
+    /// its first connection (which it then keeps).
+    async fn opened(
+        options: SqliteConnectOptions,
+        prepare: impl AsyncFnOnce(&mut SqliteConnection) -> Result<(), StoreError>,
+    ) -> Result<Self, StoreError> {
         let path = options.get_filename().to_owned();
         let conns = conns(options);
         let mut conn = conns.connect().await?;
-        if let Err(why) = migrate::check(&mut conn).await {
+        if let Err(failed) = prepare(&mut conn).await {
             let _ = conn.close().await;
-            return Err(StoreError::new(BACKEND, why));
+            return Err(failed);
         }
         conns.put_back(conn);
         let file = FileIdentity::of(&path)?;
