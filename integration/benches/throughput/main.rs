@@ -38,6 +38,7 @@ mod postgres;
 mod redis;
 #[path = "../shared/redis_keys.rs"]
 mod redis_keys;
+mod server_time;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod spread;
 #[cfg(feature = "sqlite")]

@@ -13,6 +13,12 @@
 //! `raw …, sqlx pool` runs the same statements on a `MySqlPool` with
 //! `test_before_acquire(false)` (it still pings each connection when it
 //! goes back), and `idem from_pool` is the store on that very pool.
+//!
+//! Where the server keeps `performance_schema` (a private one started with
+//! `--performance-schema=ON`), each scenario notes the server's time per
+//! call of each subject by kind of statement ([`crate::server_time`],
+//! `events.rs`): a `CALL`'s execution, the statements of the procedure
+//! inside it, a raw `SELECT`'s execution.
 
 use std::sync::Arc;
 
@@ -22,6 +28,13 @@ use sqlx::{MySqlPool, Row};
 
 use crate::dedicated::raw_key;
 use crate::harness::{Report, Runner, idem_runner, measure, runner};
+
+mod events;
+use crate::server_time::{ServerTime, on_server};
+use crate::spread::timed_runner_of;
+use events::StatementEvents;
+
+type Time = std::sync::Arc<ServerTime<StatementEvents>>;
 
 type Dedicated = crate::dedicated::Dedicated<MySqlConnection>;
 
@@ -143,6 +156,26 @@ async fn raw_subjects(url: &str, pool: &MySqlPool, table: &str) -> (Arc<Raw>, Ar
     (Arc::new(raw(Some(dedicated))), Arc::new(raw(None)))
 }
 
+/// Runs `subjects` as `name`, each subject's rounds timed on the server
+/// (where it keeps statement events) and noted.
+async fn scenario(
+    report: &mut Report,
+    time: Option<&Time>,
+    calls: u64,
+    name: &str,
+    subjects: Vec<(&'static str, Runner)>,
+) {
+    let Some(time) = time else {
+        return report.scenario(name, subjects).await;
+    };
+    report
+        .scenario(name, on_server(time, calls, subjects))
+        .await;
+    if report.wants(name) {
+        report.note(time.note(&format!("{name} ({})", report.runtime())));
+    }
+}
+
 pub(crate) async fn run(report: &mut Report) {
     let url = url();
     let run_id = format!("{:x}", idem::store::Token::random().to_u128() as u32);
@@ -172,6 +205,8 @@ pub(crate) async fn run(report: &mut Report) {
             .unwrap(),
     );
     let scope: Arc<str> = Arc::from("bench");
+    let kept = StatementEvents::kept(&pool).await;
+    let time = ServerTime::new(StatementEvents(pool.clone()));
 
     for (concurrency, calls) in [(1usize, 300u64), (32, 3_200)] {
         let subjects = vec![
@@ -193,7 +228,7 @@ pub(crate) async fn run(report: &mut Report) {
             ),
         ];
         let name = format!("mysql fresh key, concurrency {concurrency}");
-        report.scenario(&name, subjects).await;
+        scenario(report, kept.then_some(&time), calls, &name, subjects).await;
     }
 
     let replays = [(1usize, 2_000u64), (32, 20_000)];
@@ -229,7 +264,8 @@ pub(crate) async fn run(report: &mut Report) {
                 idem_runner(pooled.clone(), scope.clone(), concurrency, calls, hot),
             ),
         ];
-        report.scenario(&replay_name(concurrency), subjects).await;
+        let name = replay_name(concurrency);
+        scenario(report, kept.then_some(&time), calls, &name, subjects).await;
     }
 
     // Each key's first call goes to a store of its own, so the store that
@@ -268,18 +304,32 @@ pub(crate) async fn run(report: &mut Report) {
                 }
             }
         };
+        let (idem_name, raw_name) = (
+            "idem MySqlStore",
+            "raw SELECT by key, dedicated connections",
+        );
         let subjects = vec![
             (
-                "idem MySqlStore",
-                crate::spread::runner_of(concurrency, calls, call(&first), call(&idem)),
+                idem_name,
+                timed_runner_of(
+                    (&time, idem_name),
+                    concurrency,
+                    calls,
+                    call(&first),
+                    call(&idem),
+                ),
             ),
             (
-                "raw SELECT by key, dedicated connections",
-                crate::spread::runner_of(concurrency, calls, raw(false), raw(true)),
+                raw_name,
+                timed_runner_of((&time, raw_name), concurrency, calls, raw(false), raw(true)),
             ),
         ];
         let name = format!("mysql replay (spread keys), concurrency {concurrency}");
-        report.scenario(&name, subjects).await;
+        // The replays are timed inside each round, without the first calls.
+        scenario(report, None, calls, &name, subjects).await;
+        if kept && report.wants(&name) {
+            report.note(time.note(&format!("{name} ({})", report.runtime())));
+        }
     }
 
     let drop_raw = format!("DROP TABLE IF EXISTS `{raw_table}`");

@@ -2,6 +2,10 @@
 //! commands per call, the common GET / SET NX / SET pattern, the crate
 //! `idempotent`; for replays raw GET and idem's own claim commands sent by
 //! hand. Every subject uses one multiplexed connection.
+//!
+//! Each scenario notes the server's time per call of each subject by
+//! command, from `INFO commandstats` read around the subject's timed calls
+//! ([`crate::server_time`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,6 +16,12 @@ use redis::aio::ConnectionManager;
 use crate::harness::{Report, Runner, idem_runner, measure, runner};
 use crate::peer::Peer;
 
+mod commandstats;
+use crate::server_time::{ServerTime, on_server};
+use commandstats::CommandStats;
+
+type Time = Arc<ServerTime<CommandStats>>;
+
 const LEASE_MS: u64 = 30_000;
 const TTL_MS: u64 = 86_400_000;
 /// Completed keys the replay scenarios read over and over.
@@ -20,6 +30,9 @@ const HOT: u64 = 1_000;
 /// once each: more than the 16,384 a store remembers as completed, and a
 /// multiple of 64, so that a round at concurrency 64 makes every call.
 const SPREAD: u64 = 20_480;
+
+/// The subject that sends idem's claim command by hand.
+const CLAIM_BY_HAND: &str = "raw SET NX PX GET (idem's claim by hand)";
 
 /// The raw subjects' key of replay `i`.
 fn hot_key(prefix: &str, i: u64) -> String {
@@ -116,7 +129,12 @@ where
 /// then each replayed once by `replay(key)` at `concurrency`, measured. A
 /// round's `measure` numbers its calls consecutively, so `i % SPREAD`
 /// names each key once.
-fn spread_runner<C, CF, R, RF>(concurrency: usize, complete: C, replay: R) -> Runner
+fn spread_runner<C, CF, R, RF>(
+    concurrency: usize,
+    (time, subject): (&Time, &'static str),
+    complete: C,
+    replay: R,
+) -> Runner
 where
     C: Fn(u64) -> CF + Send + Sync + Clone + 'static,
     CF: Future<Output = ()> + Send + 'static,
@@ -124,12 +142,14 @@ where
     RF: Future<Output = ()> + Send + 'static,
 {
     static ROUND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let time = time.clone();
     runner(move || {
-        let (complete, replay) = (complete.clone(), replay.clone());
+        let (complete, replay, time) = (complete.clone(), replay.clone(), time.clone());
         async move {
             let base = ROUND.fetch_add(1, std::sync::atomic::Ordering::Relaxed) * SPREAD;
             measure(concurrency, SPREAD, move |i| complete(base + i % SPREAD)).await;
-            measure(concurrency, SPREAD, move |i| replay(base + i % SPREAD)).await
+            let replays = measure(concurrency, SPREAD, move |i| replay(base + i % SPREAD));
+            time.over(subject, SPREAD, replays).await
         }
     })
 }
@@ -139,6 +159,7 @@ where
 fn raw_spread<Fut>(
     conn: &ConnectionManager,
     prefix: &str,
+    timed: (&Time, &'static str),
     replay: fn(ConnectionManager, String) -> Fut,
 ) -> Runner
 where
@@ -148,6 +169,7 @@ where
     let (conn2, prefix2) = (conn.clone(), prefix.clone());
     spread_runner(
         64,
+        timed,
         move |k| raw_two(conn.clone(), format!("{prefix}spread:{k}")),
         move |k| replay(conn2.clone(), format!("{prefix2}spread:{k}")),
     )
@@ -175,6 +197,7 @@ pub(crate) async fn run(report: &mut Report) {
     let scope: Arc<str> = Arc::from(format!("bench-{run_id}"));
     let peer = Arc::new(Peer::connect(client.clone(), &format!("{prefix}peer")).await);
 
+    let time = ServerTime::new(CommandStats(conn.clone()));
     // A round at concurrency 64 lasts about half a second: rounds of a
     // tenth of one moved their ratio by ±10% from run to run.
     for (concurrency, calls) in [(1usize, 2_000u64), (64, 60_000)] {
@@ -182,46 +205,53 @@ pub(crate) async fn run(report: &mut Report) {
         report
             .scenario(
                 &name,
-                vec![
-                    (
-                        "idem RedisStore",
-                        idem_runner(idem.clone(), scope.clone(), concurrency, calls, |i| i),
-                    ),
-                    (
-                        "raw SET NX PX + SET XX PX",
-                        raw_runner(
-                            &conn,
-                            &prefix,
-                            concurrency,
-                            calls,
-                            |p, i| format!("{p}raw:{i}"),
-                            raw_two,
+                on_server(
+                    &time,
+                    calls,
+                    vec![
+                        (
+                            "idem RedisStore",
+                            idem_runner(idem.clone(), scope.clone(), concurrency, calls, |i| i),
                         ),
-                    ),
-                    (
-                        "hand-written GET + SET NX + SET",
-                        raw_runner(
-                            &conn,
-                            &prefix,
-                            concurrency,
-                            calls,
-                            |p, i| format!("{p}hand:{i}"),
-                            hand_three,
+                        (
+                            "raw SET NX PX + SET XX PX",
+                            raw_runner(
+                                &conn,
+                                &prefix,
+                                concurrency,
+                                calls,
+                                |p, i| format!("{p}raw:{i}"),
+                                raw_two,
+                            ),
                         ),
-                    ),
-                    ("crate idempotent 0.3.0 (Valkey store)", {
-                        let peer = peer.clone();
-                        runner(move || {
+                        (
+                            "hand-written GET + SET NX + SET",
+                            raw_runner(
+                                &conn,
+                                &prefix,
+                                concurrency,
+                                calls,
+                                |p, i| format!("{p}hand:{i}"),
+                                hand_three,
+                            ),
+                        ),
+                        ("crate idempotent 0.3.0 (Valkey store)", {
                             let peer = peer.clone();
-                            measure(concurrency, calls, move |i| {
+                            runner(move || {
                                 let peer = peer.clone();
-                                async move { peer.call(format!("fresh-{i}"), i).await }
+                                measure(concurrency, calls, move |i| {
+                                    let peer = peer.clone();
+                                    async move { peer.call(format!("fresh-{i}"), i).await }
+                                })
                             })
-                        })
-                    }),
-                ],
+                        }),
+                    ],
+                ),
             )
             .await;
+        if report.wants(&name) {
+            report.note(time.note(&name));
+        }
     }
 
     // Replays: HOT completed keys, read over and over.
@@ -239,7 +269,7 @@ pub(crate) async fn run(report: &mut Report) {
         report
             .scenario(
                 &name,
-                vec![
+                on_server(&time, calls, vec![
                     (
                         "idem RedisStore",
                         idem_runner(idem.clone(), scope.clone(), concurrency, calls, |i| {
@@ -251,7 +281,7 @@ pub(crate) async fn run(report: &mut Report) {
                         raw_runner(&conn, &prefix, concurrency, calls, hot_key, raw_get),
                     ),
                     (
-                        "raw SET NX PX GET (idem's claim by hand)",
+                        CLAIM_BY_HAND,
                         raw_runner(&conn, &prefix, concurrency, calls, hot_key, raw_claim),
                     ),
                     ("crate idempotent 0.3.0 (Valkey store)", {
@@ -270,9 +300,12 @@ pub(crate) async fn run(report: &mut Report) {
                             u64::MAX - i % HOT
                         }),
                     ),
-                ],
+                ]),
             )
             .await;
+        if report.wants(&name) {
+            report.note(time.note(&name));
+        }
     }
 
     spread_replays(report, &url, &prefix, &idem, &scope, &conn).await;
@@ -327,10 +360,12 @@ async fn spread_replays(
     let cached_elsewhere = Idempotency::builder(elsewhere.clone())
         .local_cache(10_000)
         .build();
-    let idem_spread = |replayer: Idempotency| {
+    let time = ServerTime::new(CommandStats(conn.clone()));
+    let idem_spread = |subject: &'static str, replayer: Idempotency| {
         let (first, scope) = (idem.clone(), scope.clone());
         spread_runner(
             64,
+            (&time, subject),
             {
                 let scope = scope.clone();
                 move |k| {
@@ -348,17 +383,24 @@ async fn spread_replays(
         .scenario(
             name,
             vec![
-                ("idem RedisStore", idem_spread(Idempotency::new(elsewhere))),
-                ("raw GET", raw_spread(conn, prefix, raw_get)),
                 (
-                    "raw SET NX PX GET (idem's claim by hand)",
-                    raw_spread(conn, prefix, raw_claim),
+                    "idem RedisStore",
+                    idem_spread("idem RedisStore", Idempotency::new(elsewhere)),
+                ),
+                (
+                    "raw GET",
+                    raw_spread(conn, prefix, (&time, "raw GET"), raw_get),
+                ),
+                (
+                    CLAIM_BY_HAND,
+                    raw_spread(conn, prefix, (&time, CLAIM_BY_HAND), raw_claim),
                 ),
                 (
                     "idem RedisStore + local cache",
-                    idem_spread(cached_elsewhere),
+                    idem_spread("idem RedisStore + local cache", cached_elsewhere),
                 ),
             ],
         )
         .await;
+    report.note(time.note(name));
 }

@@ -7,7 +7,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::harness::{Runner, measure, runner};
+use std::pin::Pin;
+
+use crate::harness::{Figures, Runner, measure, runner};
+use crate::server_time::{Counters, ServerTime};
 
 /// Keys of spread replays: far above the fresh scenarios' and below the
 /// hot keys'.
@@ -24,11 +27,53 @@ where
     F: Fn(u64) -> FF + Clone + Send + Sync + 'static,
     FF: Future<Output = ()> + Send,
     R: Fn(u64) -> RF + Clone + Send + Sync + 'static,
-    RF: Future<Output = ()> + Send,
+    RF: Future<Output = ()> + Send + 'static,
+{
+    around(concurrency, calls, first, replay, |replays| replays)
+}
+
+/// As [`runner_of`], the server's time over the replays added to
+/// `subject`'s in `time`.
+pub(crate) fn timed_runner_of<C, F, FF, R, RF>(
+    (time, subject): (&Arc<ServerTime<C>>, &'static str),
+    concurrency: usize,
+    calls: u64,
+    first: F,
+    replay: R,
+) -> Runner
+where
+    C: Counters,
+    F: Fn(u64) -> FF + Clone + Send + Sync + 'static,
+    FF: Future<Output = ()> + Send,
+    R: Fn(u64) -> RF + Clone + Send + Sync + 'static,
+    RF: Future<Output = ()> + Send + 'static,
+{
+    let time = time.clone();
+    around(concurrency, calls, first, replay, move |replays| {
+        let time = time.clone();
+        Box::pin(async move { time.over(subject, calls, replays).await })
+    })
+}
+
+type Round = Pin<Box<dyn Future<Output = Figures>>>;
+
+/// A round whose timed replays run inside `timed`.
+fn around<F, FF, R, RF>(
+    concurrency: usize,
+    calls: u64,
+    first: F,
+    replay: R,
+    timed: impl Fn(Round) -> Round + Clone + 'static,
+) -> Runner
+where
+    F: Fn(u64) -> FF + Clone + Send + Sync + 'static,
+    FF: Future<Output = ()> + Send,
+    R: Fn(u64) -> RF + Clone + Send + Sync + 'static,
+    RF: Future<Output = ()> + Send + 'static,
 {
     assert_eq!(calls % SEEDING as u64, 0, "every key called first");
     runner(move || {
-        let (first, replay) = (first.clone(), replay.clone());
+        let (first, replay, timed) = (first.clone(), replay.clone(), timed.clone());
         async move {
             let base = NEXT.fetch_add(calls, Ordering::Relaxed);
             let seeded = Arc::new(AtomicU64::new(base));
@@ -37,10 +82,10 @@ where
             })
             .await;
             let replayed = Arc::new(AtomicU64::new(base));
-            measure(concurrency, calls, move |_| {
+            let replays = measure(concurrency, calls, move |_| {
                 replay(replayed.fetch_add(1, Ordering::Relaxed))
-            })
-            .await
+            });
+            timed(Box::pin(replays)).await
         }
     })
 }
