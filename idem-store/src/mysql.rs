@@ -57,11 +57,11 @@ pub const DEFAULT_PURGE_BATCH: u32 = settings::DEFAULT_PURGE_BATCH;
 /// Each store operation (claim, complete, release, renew, save a step) is **one
 /// statement**, sent in one round trip; a replayed duplicate is one
 /// statement (a `SELECT` of the completed row where this store saw the key
-/// completed, else the claim). The claim is a stored procedure (`<table>_claim_v6`, made by
-/// [`migrate`](MySqlStore::migrate)) whose first statement is a plain
-/// read, sent as its answer, so a replay costs one index lookup; where it
-/// finds no live row, one plain `INSERT` (a transaction of its own) claims
-/// the key; otherwise, in a transaction of its own, `INSERT … ON DUPLICATE KEY UPDATE` that inserts
+/// completed, else the claim). The claim is a stored procedure (`<table>_claim_v5`, made by
+/// [`migrate`](MySqlStore::migrate)) answering one result set: a plain
+/// read first, so a replay costs an index lookup; where it finds no row,
+/// one plain `INSERT` (a transaction of its own) claims the key;
+/// otherwise, in a transaction of its own, `INSERT … ON DUPLICATE KEY UPDATE` that inserts
 /// the claim or locks the one row holding the key (no gap lock, so two
 /// claimers of a new key do not deadlock on a gap as `SELECT … FOR UPDATE`
 /// first would under REPEATABLE READ), then the row read under that lock

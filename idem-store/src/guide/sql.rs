@@ -262,11 +262,10 @@
 //!   a fresh call is 2 turns, a replay 1 (a `SELECT` of the completed row
 //!   where the store saw the key completed, as on PostgreSQL, else the
 //!   procedure).
-//! - **The claim is a stored procedure** (`<table>_claim_v6`; replicas of
-//!   earlier releases call `<table>_claim`, `<table>_claim_v4` and
-//!   `<table>_claim_v5`, which stay) whose first statement is a plain read,
-//!   sent as its answer (a replay costs one index lookup); where it finds
-//!   no live row, one plain `INSERT` (a fresh key), else, in a
+//! - **The claim is a stored procedure** (`<table>_claim_v5`; replicas of
+//!   earlier releases call `<table>_claim` and `<table>_claim_v4`, which stay) returning one
+//!   result set: a plain read (a replay costs an index lookup), where it
+//!   finds no row one plain `INSERT` (a fresh key), else, in a
 //!   transaction of its own, `INSERT … ON DUPLICATE KEY UPDATE` that inserts
 //!   the claim or locks the one row holding the key, the row read under that
 //!   lock, taken over only if expired. No `SELECT … FOR UPDATE` on a missing

@@ -63,8 +63,8 @@ impl MySqlStoreBuilder {
 
     /// The records table (default `idem_records`). `migrate` also creates
     /// `<table>_steps`, `<table>_migrations` and the procedures
-    /// `<table>_claim`, `<table>_claim_v4`, `<table>_claim_v5` and
-    /// `<table>_claim_v6` beside it. ASCII letters, digits and `_`, at most 53 bytes.
+    /// `<table>_claim`, `<table>_claim_v4` and `<table>_claim_v5` beside
+    /// it. ASCII letters, digits and `_`, at most 53 bytes.
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), idem::StoreError> {

@@ -5,8 +5,7 @@
 //! it runs, its statements separated by lines holding only `//`. `{t}` is
 //! the quoted records table, `{steps}` the steps table, `{claim}` the claim
 //! procedure (`{claim_v4}` the one with the fast path for a fresh key,
-//! `{claim_v5}` the one whose answer to a claim not won reads no steps,
-//! `{claim_v6}` the one that answers a replay by its first statement),
+//! `{claim_v5}` the one whose answer to a claim not won reads no steps),
 //! `{index}` and `{steps_index}` the bare names of their expiry
 //! indexes. MySQL commits each DDL statement on its own, so a migration is
 //! not one transaction: every statement is written to be run again
@@ -24,15 +23,13 @@ use super::statements::Sql;
 /// is taken over only by a call of its payload; 3: a claim that reruns
 /// (`Claim::rerun`) replaces a completed record of another payload; 4: the
 /// claim's fast path for a key no row holds; 5: a claim that is not won
-/// answers without reading the steps; 6: a replay answered by the
-/// procedure's first statement.
+/// answers without reading the steps.
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_records.sql"),
     include_str!("migrations/0002_lapsed_claims.sql"),
     include_str!("migrations/0003_rerun.sql"),
     include_str!("migrations/0004_claim_fast_path.sql"),
     include_str!("migrations/0005_claim_answers.sql"),
-    include_str!("migrations/0006_replay_first.sql"),
 ];
 
 /// This release's schema version.
@@ -113,7 +110,6 @@ async fn apply(sql: &Sql, conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
 /// Migration `step` with this table's names filled in.
 fn render(sql: &Sql, step: &str) -> String {
     step.replace("{t}", &sql.table)
-        .replace("{claim_v6}", &sql.procedure_v6)
         .replace("{claim_v5}", &sql.procedure_v5)
         .replace("{claim_v4}", &sql.procedure_v4)
         .replace("{claim}", &sql.procedure)

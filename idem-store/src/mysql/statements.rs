@@ -30,14 +30,13 @@ pub(super) struct Sql {
     pub database_name: Option<String>,
     pub table_name: String,
     /// The quoted names of the migrations table, the claim procedures
-    /// (migrations 0003's, 0004's and 0005's, which replicas of earlier
-    /// releases call, and 0006's, which this one calls) and the two
-    /// indexes, and the bare table name for the migration's lock.
+    /// (migrations 0003's and 0004's, which replicas of earlier releases
+    /// call, and 0005's, which this one calls) and the two indexes, and the bare
+    /// table name for the migration's lock.
     pub versions: String,
     pub procedure: String,
     pub procedure_v4: String,
     pub procedure_v5: String,
-    pub procedure_v6: String,
     pub index: String,
     pub steps_index: String,
     pub lock_name: String,
@@ -96,11 +95,10 @@ impl Sql {
             procedure: name("_claim"),
             procedure_v4: name("_claim_v4"),
             procedure_v5: name("_claim_v5"),
-            procedure_v6: name("_claim_v6"),
             index: format!("`{table}_expires_at`"),
             steps_index: format!("`{table}_steps_exp`"),
             lock_name: format!("idem migrate {}.{table}", database.unwrap_or("")),
-            claim: format!("CALL {}(?, ?, ?, ?, ?, ?, ?)", name("_claim_v6")),
+            claim: format!("CALL {}(?, ?, ?, ?, ?, ?, ?)", name("_claim_v5")),
             // Time left as the procedure reads it (see its migration).
             completed: format!(
                 "SELECT {COMPLETED}, fingerprint, record, \

@@ -27,7 +27,7 @@ use tcp_gate::TcpGate;
 idem_conformance::suite!(async { Idempotency::new(store("conf").await) });
 
 // Each as a test of its own, named after it.
-sql::store_cases!(My, unknown_version = 7);
+sql::store_cases!(My, unknown_version = 6);
 
 /// A store on a table of its own, migrated.
 async fn store(test: &str) -> MySqlStore {

@@ -1,9 +1,8 @@
 //! A rolling deploy across the migrations that give the claim a new name
-//! (0004 on both SQL stores, MySQL's 0005 and 0006): the replicas of the
-//! releases before keep claiming with the statements they know
-//! (PostgreSQL's `<table>_claim` and `<table>_steps_of`, MySQL's
-//! `<table>_claim`, `<table>_claim_v4` and `<table>_claim_v5` procedures)
-//! on a table migrated to this release,
+//! (0004 on both SQL stores, MySQL's 0005): the replicas of the releases
+//! before keep claiming with the statements they know (PostgreSQL's
+//! `<table>_claim` and `<table>_steps_of`, MySQL's `<table>_claim` and
+//! `<table>_claim_v4` procedures) on a table migrated to this release,
 //! and both releases see each other's claims and steps.
 
 use std::time::Duration;
@@ -88,7 +87,7 @@ async fn mysql_replicas_of_the_releases_before_still_claim() {
     use sqlx::{Connection, Row};
 
     let url = mysql_server::url().await;
-    for procedure in ["claim", "claim_v4", "claim_v5"] {
+    for procedure in ["claim", "claim_v4"] {
         let table = mysql_server::unique_table("older");
         let store = idem::MySqlStore::builder()
             .table(&table)

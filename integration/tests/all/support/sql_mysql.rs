@@ -20,7 +20,7 @@ impl SqlServer for MySqlServer {
     type Db = MySql;
     const NAME: &'static str = "MySqlStore";
     const SITE: &'static str = "mysql-test";
-    const MIGRATIONS: i32 = 6;
+    const MIGRATIONS: i32 = 5;
 
     async fn url() -> String {
         mysql_server::url().await
