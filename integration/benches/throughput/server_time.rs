@@ -15,7 +15,7 @@ pub(crate) type Counts = BTreeMap<String, (u64, f64)>;
 
 /// A server's counters.
 pub(crate) trait Counters: 'static {
-    /// What the note says they come from.
+    /// What the note says they come from, and how to read them.
     const SOURCE: &'static str;
     fn read(&self) -> Pin<Box<dyn Future<Output = Counts> + '_>>;
     /// Whether `what` runs inside another command, whose time holds it.

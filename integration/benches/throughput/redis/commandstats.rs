@@ -11,7 +11,7 @@ use crate::server_time::{Counters, Counts};
 pub(crate) struct CommandStats(pub ConnectionManager);
 
 impl Counters for CommandStats {
-    const SOURCE: &'static str = "`INFO commandstats`";
+    const SOURCE: &'static str = "`INFO commandstats` (a command a script runs counts once alone and once in the script's time)";
 
     fn read(&self) -> Pin<Box<dyn Future<Output = Counts> + '_>> {
         Box::pin(async move {
