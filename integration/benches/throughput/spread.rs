@@ -4,10 +4,9 @@
 //! traffic. Shared by the PostgreSQL and MySQL groups.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use std::pin::Pin;
 
 use crate::harness::{Figures, Runner, measure, runner};
 use crate::server_time::{Counters, ServerTime};
