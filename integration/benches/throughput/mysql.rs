@@ -171,9 +171,7 @@ async fn scenario(
     report
         .scenario(name, on_server(time, calls, subjects))
         .await;
-    if report.wants(name) {
-        report.note(time.note(&format!("{name} ({})", report.runtime())));
-    }
+    time.report_to(report, name);
 }
 
 pub(crate) async fn run(report: &mut Report) {
@@ -327,8 +325,8 @@ pub(crate) async fn run(report: &mut Report) {
         let name = format!("mysql replay (spread keys), concurrency {concurrency}");
         // The replays are timed inside each round, without the first calls.
         scenario(report, None, calls, &name, subjects).await;
-        if kept && report.wants(&name) {
-            report.note(time.note(&format!("{name} ({})", report.runtime())));
+        if kept {
+            time.report_to(report, &name);
         }
     }
 

@@ -249,9 +249,7 @@ pub(crate) async fn run(report: &mut Report) {
                 ),
             )
             .await;
-        if report.wants(&name) {
-            report.note(time.note(&name));
-        }
+        time.report_to(report, &name);
     }
 
     // Replays: HOT completed keys, read over and over.
@@ -303,9 +301,7 @@ pub(crate) async fn run(report: &mut Report) {
                 ]),
             )
             .await;
-        if report.wants(&name) {
-            report.note(time.note(&name));
-        }
+        time.report_to(report, &name);
     }
 
     spread_replays(report, &url, &prefix, &idem, &scope, &conn).await;
@@ -402,5 +398,5 @@ async fn spread_replays(
             ],
         )
         .await;
-    report.note(time.note(name));
+    time.report_to(report, name);
 }

@@ -5,10 +5,9 @@
 //! is the subject's own commands.
 
 use std::collections::BTreeMap;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use crate::harness::{Runner, runner};
+use crate::harness::{Report, Runner, runner};
 
 /// Per command (or statement kind): how many ran, and their microseconds.
 pub(crate) type Counts = BTreeMap<String, (u64, f64)>;
@@ -17,7 +16,7 @@ pub(crate) type Counts = BTreeMap<String, (u64, f64)>;
 pub(crate) trait Counters: 'static {
     /// What the note says they come from, and how to read them.
     const SOURCE: &'static str;
-    fn read(&self) -> Pin<Box<dyn Future<Output = Counts> + '_>>;
+    fn read(&self) -> impl Future<Output = Counts>;
     /// Whether `what` runs inside another command, whose time holds it.
     fn nested(_what: &str) -> bool {
         false
@@ -70,10 +69,14 @@ impl<C: Counters> ServerTime<C> {
         out
     }
 
-    /// One note for `scenario`: per subject, each command's count per call
+    /// Notes what the subjects of `scenario` (on `report`'s runtime) cost
+    /// the server, if any ran: per subject, each command's count per call
     /// and mean server time, and the server's microseconds per call.
-    pub(crate) fn note(&self, scenario: &str) -> String {
+    pub(crate) fn report_to(&self, report: &mut Report, scenario: &str) {
         let subjects = std::mem::take(&mut *self.subjects.lock().unwrap());
+        if subjects.is_empty() {
+            return;
+        }
         let line = |(subject, calls, counts): (&str, u64, Counts)| {
             let calls = calls.max(1) as f64;
             let all: f64 = counts
@@ -99,11 +102,12 @@ impl<C: Counters> ServerTime<C> {
             )
         };
         let lines: Vec<String> = subjects.into_iter().map(line).collect();
-        format!(
-            "{scenario}, server time per call by {}: {}",
+        report.note(format!(
+            "{scenario} ({}), server time per call by {}: {}",
+            report.runtime(),
             C::SOURCE,
             lines.join("; ")
-        )
+        ));
     }
 }
 

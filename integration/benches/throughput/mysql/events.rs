@@ -3,8 +3,6 @@
 //! stores send prepared statements, which MariaDB leaves out of its
 //! digests and its `prepared_statements_instances` counts).
 
-use std::pin::Pin;
-
 use sqlx::MySqlPool;
 
 use crate::server_time::{Counters, Counts};
@@ -30,22 +28,20 @@ impl StatementEvents {
 impl Counters for StatementEvents {
     const SOURCE: &'static str = "`performance_schema` statement events";
 
-    fn read(&self) -> Pin<Box<dyn Future<Output = Counts> + '_>> {
-        Box::pin(async move {
-            let rows: Vec<(String, u64, u64)> = sqlx::query_as(
-                "SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT \
-                 FROM performance_schema.events_statements_summary_global_by_event_name \
-                 WHERE COUNT_STAR > 0",
-            )
-            .fetch_all(&self.0)
-            .await
-            .unwrap();
-            // Timers count picoseconds.
-            let us = |ps: u64| ps as f64 / 1e6;
-            rows.into_iter()
-                .map(|(name, n, ps)| (name, (n, us(ps))))
-                .collect()
-        })
+    async fn read(&self) -> Counts {
+        let rows: Vec<(String, u64, u64)> = sqlx::query_as(
+            "SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT \
+             FROM performance_schema.events_statements_summary_global_by_event_name \
+             WHERE COUNT_STAR > 0",
+        )
+        .fetch_all(&self.0)
+        .await
+        .unwrap();
+        // Timers count picoseconds.
+        let us = |ps: u64| ps as f64 / 1e6;
+        rows.into_iter()
+            .map(|(name, n, ps)| (name, (n, us(ps))))
+            .collect()
     }
 
     /// A stored program's statements, inside the `CALL`'s execution.

@@ -1,7 +1,5 @@
 //! Redis's and Valkey's counters per command, for [`crate::server_time`].
 
-use std::pin::Pin;
-
 use redis::aio::ConnectionManager;
 
 use crate::server_time::{Counters, Counts};
@@ -13,15 +11,13 @@ pub(crate) struct CommandStats(pub ConnectionManager);
 impl Counters for CommandStats {
     const SOURCE: &'static str = "`INFO commandstats` (a command a script runs counts once alone and once in the script's time)";
 
-    fn read(&self) -> Pin<Box<dyn Future<Output = Counts> + '_>> {
-        Box::pin(async move {
-            let info: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query_async(&mut self.0.clone())
-                .await
-                .unwrap();
-            info.lines().filter_map(parse).collect()
-        })
+    async fn read(&self) -> Counts {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut self.0.clone())
+            .await
+            .unwrap();
+        info.lines().filter_map(parse).collect()
     }
 }
 
