@@ -19,7 +19,9 @@
 //! to the server) and a multi-thread runtime of 2 workers (the way
 //! services run). `IDEM_BENCH_RUNTIMES=current` or `=multi` keeps one of
 //! them; `IDEM_BENCH_WORKERS` sets the multi-thread runtime's workers.
+//! `IDEM_BENCH_AWAKE=1` keeps the CPUs out of idle states (`awake.rs`).
 
+mod awake;
 mod codec;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod dedicated;
@@ -70,6 +72,7 @@ async fn run_all(report: &mut Report) {
 fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let mut report = Report::new(filter);
+    let _awake = awake::hold(&mut report);
     for flavor in Flavor::wanted() {
         report.set_runtime(flavor.label());
         // Each runtime is dropped before the next starts, with the
