@@ -30,7 +30,7 @@ use crate::dedicated::raw_key;
 use crate::harness::{Report, Runner, idem_runner, measure, runner};
 
 mod events;
-use crate::server_time::{ServerTime, on_server};
+use crate::server_time::{ServerTime, on_server, subject};
 use crate::spread::timed_runner_of;
 use events::StatementEvents;
 
@@ -302,29 +302,17 @@ pub(crate) async fn run(report: &mut Report) {
                 }
             }
         };
-        let (idem_name, raw_name) = (
-            "idem MySqlStore",
-            "raw SELECT by key, dedicated connections",
-        );
         let subjects = vec![
-            (
-                idem_name,
-                timed_runner_of(
-                    (&time, idem_name),
-                    concurrency,
-                    calls,
-                    call(&first),
-                    call(&idem),
-                ),
-            ),
-            (
-                raw_name,
-                timed_runner_of((&time, raw_name), concurrency, calls, raw(false), raw(true)),
-            ),
+            subject("idem MySqlStore", |name| {
+                timed_runner_of((&time, name), concurrency, calls, call(&first), call(&idem))
+            }),
+            subject("raw SELECT by key, dedicated connections", |name| {
+                timed_runner_of((&time, name), concurrency, calls, raw(false), raw(true))
+            }),
         ];
         let name = format!("mysql replay (spread keys), concurrency {concurrency}");
         // The replays are timed inside each round, without the first calls.
-        scenario(report, None, calls, &name, subjects).await;
+        report.scenario(&name, subjects).await;
         if kept {
             time.report_to(report, &name);
         }

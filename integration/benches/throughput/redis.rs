@@ -17,7 +17,7 @@ use crate::harness::{Report, Runner, idem_runner, measure, runner};
 use crate::peer::Peer;
 
 mod commandstats;
-use crate::server_time::{ServerTime, on_server};
+use crate::server_time::{ServerTime, on_server, subject};
 use commandstats::CommandStats;
 
 type Time = Arc<ServerTime<CommandStats>>;
@@ -30,9 +30,6 @@ const HOT: u64 = 1_000;
 /// once each: more than the 16,384 a store remembers as completed, and a
 /// multiple of 64, so that a round at concurrency 64 makes every call.
 const SPREAD: u64 = 20_480;
-
-/// The subject that sends idem's claim command by hand.
-const CLAIM_BY_HAND: &str = "raw SET NX PX GET (idem's claim by hand)";
 
 /// The raw subjects' key of replay `i`.
 fn hot_key(prefix: &str, i: u64) -> String {
@@ -279,7 +276,7 @@ pub(crate) async fn run(report: &mut Report) {
                         raw_runner(&conn, &prefix, concurrency, calls, hot_key, raw_get),
                     ),
                     (
-                        CLAIM_BY_HAND,
+                        "raw SET NX PX GET (idem's claim by hand)",
                         raw_runner(&conn, &prefix, concurrency, calls, hot_key, raw_claim),
                     ),
                     ("crate idempotent 0.3.0 (Valkey store)", {
@@ -379,22 +376,18 @@ async fn spread_replays(
         .scenario(
             name,
             vec![
-                (
-                    "idem RedisStore",
-                    idem_spread("idem RedisStore", Idempotency::new(elsewhere)),
-                ),
-                (
-                    "raw GET",
-                    raw_spread(conn, prefix, (&time, "raw GET"), raw_get),
-                ),
-                (
-                    CLAIM_BY_HAND,
-                    raw_spread(conn, prefix, (&time, CLAIM_BY_HAND), raw_claim),
-                ),
-                (
-                    "idem RedisStore + local cache",
-                    idem_spread("idem RedisStore + local cache", cached_elsewhere),
-                ),
+                subject("idem RedisStore", |name| {
+                    idem_spread(name, Idempotency::new(elsewhere))
+                }),
+                subject("raw GET", |name| {
+                    raw_spread(conn, prefix, (&time, name), raw_get)
+                }),
+                subject("raw SET NX PX GET (idem's claim by hand)", |name| {
+                    raw_spread(conn, prefix, (&time, name), raw_claim)
+                }),
+                subject("idem RedisStore + local cache", |name| {
+                    idem_spread(name, cached_elsewhere)
+                }),
             ],
         )
         .await;

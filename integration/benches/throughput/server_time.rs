@@ -111,6 +111,15 @@ impl<C: Counters> ServerTime<C> {
     }
 }
 
+/// A subject named once: `make` builds its runner, which times the server
+/// under the same name the report shows.
+pub(crate) fn subject(
+    name: &'static str,
+    make: impl FnOnce(&'static str) -> Runner,
+) -> (&'static str, Runner) {
+    (name, make(name))
+}
+
 /// `subjects`, each round's server time added to its subject's.
 pub(crate) fn on_server<C: Counters>(
     time: &Arc<ServerTime<C>>,
